@@ -1,0 +1,215 @@
+"""Typed parameters with units, defaults and sources, declared on SimObject classes.
+
+A parameter is declared once on the class, gem5 style::
+
+    class Pmem(SimObject):
+        read_latency = Latency("305ns", "random read, idle", source="Izraelevitz 2019")
+
+and read on instances as its canonical value (ticks, B/s, bytes, W, J, Hz). The
+declaration keeps the human-readable default and its source so that config.json and
+docs/parameters.md can show both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from components.sim import units
+
+
+class ConfigError(ValueError):
+    """A configuration problem reported to the user as one line."""
+
+
+class Param:
+    """One typed parameter. Subclasses say how a raw value is parsed."""
+
+    kind = "value"
+    unit = ""
+
+    def __init__(
+        self,
+        default: Any,
+        desc: str,
+        source: str = "",
+        *,
+        check: Callable[[Any], str | None] | None = None,
+    ) -> None:
+        if not desc:
+            raise TypeError("every parameter needs a description")
+        self.default = default
+        self.desc = desc
+        self.source = source
+        self.check = check
+        self.name = "?"
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def parse(self, raw: Any) -> Any:
+        raise NotImplementedError
+
+    def convert(self, raw: Any, where: str) -> Any:
+        """Parse and validate raw, raising ConfigError naming where and the value."""
+        try:
+            value = self.parse(raw)
+        except (units.UnitError, ValueError, TypeError, OverflowError) as exc:
+            raise ConfigError(f"{where}: bad value {raw!r}: {exc}") from None
+        problem = self.check(value) if self.check else None
+        if problem:
+            raise ConfigError(f"{where}: bad value {raw!r}: {problem}")
+        return value
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        return obj._param_values[self.name]
+
+    def __set__(self, obj, raw) -> None:
+        obj._param_values[self.name] = self.convert(raw, f"{obj.path}.{self.name}")
+        obj._param_raw[self.name] = raw
+
+
+class Latency(Param):
+    kind, unit = "latency", "tick"
+
+    def parse(self, raw):
+        return units.parse_time(raw)
+
+
+class Bandwidth(Param):
+    kind, unit = "bandwidth", "B/s"
+
+    def parse(self, raw):
+        return units.parse_bandwidth(raw)
+
+
+class MemorySize(Param):
+    kind, unit = "size", "B"
+
+    def parse(self, raw):
+        return units.parse_size(raw)
+
+
+class Power(Param):
+    kind, unit = "power", "W"
+
+    def parse(self, raw):
+        return units.parse_power(raw)
+
+
+class Energy(Param):
+    kind, unit = "energy", "J"
+
+    def parse(self, raw):
+        return units.parse_energy(raw)
+
+
+class Frequency(Param):
+    kind, unit = "frequency", "Hz"
+
+    def parse(self, raw):
+        return units.parse_frequency(raw)
+
+
+class ComputeRate(Param):
+    kind, unit = "compute rate", "FLOP/s"
+
+    def parse(self, raw):
+        return units.parse_flops(raw)
+
+
+class Int(Param):
+    kind = "integer"
+
+    def __init__(
+        self,
+        default,
+        desc,
+        source="",
+        *,
+        low: int | None = None,
+        high: int | None = None,
+        unit: str = "",
+        **kw,
+    ) -> None:
+        super().__init__(default, desc, source, **kw)
+        self.low, self.high, self.unit = low, high, unit
+
+    def parse(self, raw):
+        if isinstance(raw, bool):
+            raise ValueError("expected an integer")
+        number = float(raw.strip()) if isinstance(raw, str) else raw
+        if number != int(number):
+            raise ValueError("expected an integer")
+        value = int(number)
+        _bounds(value, self.low, self.high)
+        return value
+
+
+class Float(Param):
+    kind = "number"
+
+    def __init__(
+        self,
+        default,
+        desc,
+        source="",
+        *,
+        low: float | None = None,
+        high: float | None = None,
+        unit: str = "",
+        **kw,
+    ) -> None:
+        super().__init__(default, desc, source, **kw)
+        self.low, self.high, self.unit = low, high, unit
+
+    def parse(self, raw):
+        if isinstance(raw, bool):
+            raise ValueError("expected a number")
+        value = float(raw)
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError("must be finite")
+        _bounds(value, self.low, self.high)
+        return value
+
+
+class Bool(Param):
+    kind = "boolean"
+
+    def parse(self, raw):
+        if isinstance(raw, bool):
+            return raw
+        text = str(raw).strip().lower()
+        if text in ("1", "true", "yes", "on"):
+            return True
+        if text in ("0", "false", "no", "off"):
+            return False
+        raise ValueError("expected true or false")
+
+
+class Enum(Param):
+    kind = "choice"
+
+    def __init__(self, default, desc, source="", *, choices: Sequence[str], **kw) -> None:
+        super().__init__(default, desc, source, **kw)
+        self.choices = tuple(choices)
+
+    def parse(self, raw):
+        text = str(raw)
+        if text not in self.choices:
+            raise ValueError(f"expected one of {', '.join(self.choices)}")
+        return text
+
+
+def _bounds(value, low, high) -> None:
+    if low is not None and value < low:
+        raise ValueError(f"must be >= {low}")
+    if high is not None and value > high:
+        raise ValueError(f"must be <= {high}")
+
+
+def positive(value) -> str | None:
+    """A check for parameters that must be strictly positive."""
+    return None if value > 0 else "must be positive"

@@ -1,0 +1,119 @@
+"""gem5-style statistics: scalars, averages, vectors and formulas with units.
+
+Stats are registered on a SimObject under its hierarchical path and dumped in gem5's
+text format (``name  value  # description (Unit)``) and as JSON. Values are plain
+Python numbers so that two runs with the same seed dump byte-identical files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+
+class Stat:
+    def __init__(self, name: str, desc: str, unit: str) -> None:
+        self.name, self.desc, self.unit = name, desc, unit
+
+    def rows(self, prefix: str) -> list[tuple[str, float, str, str]]:
+        raise NotImplementedError
+
+
+class Scalar(Stat):
+    """A counter or a value set once (bytes read, ticks busy)."""
+
+    def __init__(self, name: str, desc: str, unit: str) -> None:
+        super().__init__(name, desc, unit)
+        self.value: float = 0
+
+    def __iadd__(self, amount: float) -> Scalar:
+        self.value += amount
+        return self
+
+    def set(self, value: float) -> None:
+        self.value = value
+
+    def rows(self, prefix):
+        return [(f"{prefix}{self.name}", self.value, self.desc, self.unit)]
+
+
+class Average(Stat):
+    """Mean of samples (gem5 Average); also dumps the sample count."""
+
+    def __init__(self, name: str, desc: str, unit: str) -> None:
+        super().__init__(name, desc, unit)
+        self.total = 0.0
+        self.count = 0
+
+    def sample(self, value: float, count: int = 1) -> None:
+        self.total += float(value) * count
+        self.count += count
+
+    @property
+    def value(self) -> float:
+        return self.total / self.count if self.count else 0.0
+
+    def rows(self, prefix):
+        return [(f"{prefix}{self.name}", self.value, self.desc, self.unit)]
+
+
+class Vector(Stat):
+    """Named buckets (per controller, per op); dumps each bucket and the total."""
+
+    def __init__(self, name: str, desc: str, unit: str, labels: Sequence[str]) -> None:
+        super().__init__(name, desc, unit)
+        self.labels = list(labels)
+        self.values = np.zeros(len(self.labels), dtype=np.float64)
+
+    def add(self, amounts) -> None:
+        self.values += np.asarray(amounts, dtype=np.float64)
+
+    def __getitem__(self, label: str) -> float:
+        return float(self.values[self.labels.index(label)])
+
+    def rows(self, prefix):
+        out = [
+            (f"{prefix}{self.name}::{label}", _plain(v), self.desc, self.unit)
+            for label, v in zip(self.labels, self.values)
+        ]
+        out.append((f"{prefix}{self.name}::total", _plain(self.values.sum()), self.desc, self.unit))
+        return out
+
+
+class Formula(Stat):
+    """A value derived from other stats when dumped (bandwidth = bytes / time)."""
+
+    def __init__(self, name: str, desc: str, unit: str, fn: Callable[[], float]) -> None:
+        super().__init__(name, desc, unit)
+        self.fn = fn
+
+    @property
+    def value(self) -> float:
+        return self.fn()
+
+    def rows(self, prefix):
+        return [(f"{prefix}{self.name}", self.value, self.desc, self.unit)]
+
+
+def _plain(value) -> float | int:
+    value = float(value)
+    return int(value) if value.is_integer() and abs(value) < 2**53 else value
+
+
+def format_value(value) -> str:
+    """Print a stat value the way gem5 does: integers bare, floats with 6 decimals."""
+    value = _plain(value)
+    if isinstance(value, int):
+        return str(value)
+    if value != value:
+        return "nan"
+    return f"{value:.6f}"
+
+
+def format_rows(rows: list[tuple[str, float, str, str]]) -> str:
+    lines = ["", "---------- Begin Simulation Statistics ----------"]
+    for name, value, desc, unit in rows:
+        lines.append(f"{name:<60s} {format_value(value):>20s}  # {desc} ({unit})")
+    lines += ["", "---------- End Simulation Statistics   ----------", ""]
+    return "\n".join(lines)
