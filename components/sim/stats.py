@@ -75,7 +75,7 @@ class Vector(Stat):
     def rows(self, prefix):
         out = [
             (f"{prefix}{self.name}::{label}", _plain(v), self.desc, self.unit)
-            for label, v in zip(self.labels, self.values)
+            for label, v in zip(self.labels, self.values, strict=True)
         ]
         out.append((f"{prefix}{self.name}::total", _plain(self.values.sum()), self.desc, self.unit))
         return out
