@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import re
+from fractions import Fraction
 
 TICKS_PER_SECOND = 10**12
 TICKS_PER_NS = 1000
@@ -67,7 +68,7 @@ def _scaled(
                 return value * _DECIMAL[prefix]
             if allow_binary and prefix in _BINARY:
                 return value * _BINARY[prefix]
-            raise UnitError(f"unknown prefix {prefix!r} in {dimension} {text!r}")
+            raise UnitError(f"unknown unit {unit!r} (prefix {prefix!r}) in {dimension} {text!r}")
     raise UnitError(f"unknown unit {unit!r} in {dimension} {text!r}")
 
 
@@ -77,15 +78,28 @@ def _non_negative(value: float, dimension: str, text) -> float:
     return value
 
 
+_TIME_SCALE = {"s": 10**12, "ms": 10**9, "us": 10**6, "ns": 10**3, "ps": 1}
+
+
 def parse_time(text: str | int | float) -> int:
-    """Time as integer ticks (ps). A bare number is taken as ticks, as gem5 does."""
+    """Time as integer ticks (ps). A bare number is taken as ticks, as gem5 does.
+
+    Scaled with exact rationals so that "56183575ms" is exactly 56183575 * 10**9 ticks.
+    """
     value, unit = _split(text, "time")
+    _non_negative(value, "time", text)
     if unit in ("", "t", "tick", "ticks"):
         if value != int(value):
             raise UnitError(f"tick count {text!r} must be an integer")
-        return int(_non_negative(value, "time", text))
-    seconds = _scaled(text, "time", ("s",), False, None)
-    return int(round(_non_negative(seconds, "time", text) * TICKS_PER_SECOND))
+        return int(value)
+    if unit not in _TIME_SCALE:
+        raise UnitError(f"unknown unit {unit!r} in time {text!r} (use s, ms, us, ns, ps)")
+    number = (
+        Fraction(str(text).strip()[: -len(unit)].strip())
+        if isinstance(text, str)
+        else (Fraction(text))
+    )
+    return int(round(number * _TIME_SCALE[unit]))
 
 
 def parse_bandwidth(text: str | int | float) -> float:
