@@ -1,0 +1,200 @@
+"""Seeded synthetic DLRM batches: Criteo-like dense features, power-law sparse indices and
+labels from a planted teacher, so that training has something to learn and AUC means
+something. Batch i depends only on (seed, i), so a recovered run can replay any batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from workloads.models import DEFAULT_BATCH_SIZE, ModelSpec
+
+DEFAULT_ZIPF_EXPONENT = 1.05
+"""Rank-frequency exponent of row popularity. Criteo's categorical values are heavy-tailed,
+close to Zipf's law (exponent about 1); docs/workloads.md gives the reuse this yields."""
+DEFAULT_TEACHER_SCALE = 3.0
+"""Teacher logit scale: larger means less label noise (a higher reachable AUC)."""
+DEFAULT_TEACHER_BIAS = -2.0
+"""Teacher logit offset: 26-28% positives, close to Criteo Kaggle's 25.6%."""
+
+
+@dataclass(frozen=True, eq=False)
+class Batch:
+    """One training batch in DLRM's layout: per-table flat indices and bag offsets."""
+
+    dense: np.ndarray  # (B, dense_features) float32
+    indices: list[np.ndarray]  # per table, int64 row ids within the table, bag after bag
+    offsets: list[np.ndarray]  # per table, int64, length B+1, offsets[t][-1] == len(indices[t])
+    labels: np.ndarray  # (B,) float32 in {0, 1}
+
+    @property
+    def batch_size(self) -> int:
+        return int(self.labels.shape[0])
+
+    def global_rows(self, table_offsets: np.ndarray) -> np.ndarray:
+        """Global row ids of every lookup, table-major, in issue order."""
+        return np.concatenate(
+            [idx + off for idx, off in zip(self.indices, table_offsets, strict=True)]
+        )
+
+    def bag_lengths(self) -> np.ndarray:
+        """(T, B) number of lookups in every bag."""
+        return np.stack([np.diff(off) for off in self.offsets])
+
+
+def power_law_ranks(rng: np.random.Generator, rows: np.ndarray, exponent: float) -> np.ndarray:
+    """Popularity ranks (0 = hottest) with P(rank k) ~ (k+1)^-exponent, one per entry of rows.
+
+    Inverse CDF of the continuous power law on [0.5, n+0.5) rounded to the nearest
+    integer: the midpoint rule makes rank k's mass match k^-s within 1% for k >= 2
+    (rank 1 gets ln 3 instead of 1 at s = 1) and needs no per-table CDF array, so tables of
+    tens of millions of rows cost nothing.
+    """
+    n = rows.astype(np.float64)
+    u = rng.random(rows.shape[0])
+    lo = 0.5
+    hi = n + 0.5
+    if abs(exponent - 1.0) < 1e-9:
+        x = lo * np.power(hi / lo, u)
+    else:
+        e = 1.0 - exponent
+        a = lo**e
+        x = np.power(a + u * (np.power(hi, e) - a), 1.0 / e)
+    return np.minimum(np.floor(x + 0.5).astype(np.int64) - 1, rows - 1)
+
+
+def _coprime_multipliers(rows: tuple[int, ...], seed: int) -> np.ndarray:
+    """Per table a multiplier coprime with its size, near a random fraction of it."""
+    rng = np.random.default_rng([seed, 2])
+    out = []
+    for n in rows:
+        a = int(n * rng.uniform(0.3, 0.7)) | 1
+        while np.gcd(a, n) != 1:
+            a += 1
+        out.append(a % n if n > 1 else 0)
+    return np.asarray(out, dtype=np.int64)
+
+
+def _row_scores(global_rows: np.ndarray, seed: int) -> np.ndarray:
+    """Teacher weight of each row: a hashed uniform value with unit variance (splitmix64),
+    so the teacher needs no per-row table even for billions of rows."""
+    z = global_rows.astype(np.uint64) + np.uint64((seed * 0x9E3779B97F4A7C15) % 2**64)
+    z = z + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z = z ^ (z >> np.uint64(31))
+    u = (z >> np.uint64(11)).astype(np.float64) * 2.0**-53
+    return (u * 2.0 - 1.0) * np.sqrt(3.0)
+
+
+class InputGenerator:
+    """Batches for one model: dense ~ log1p(log-normal counts), indices ~ power law over a
+    per-table affine permutation of the rows (hot rows spread across the table), labels ~
+    Bernoulli(sigmoid(teacher)) with a fixed linear teacher over dense + row scores."""
+
+    def __init__(
+        self,
+        spec: ModelSpec,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        *,
+        zipf_exponent: float = DEFAULT_ZIPF_EXPONENT,
+        fixed_pooling: bool = True,
+        teacher_scale: float = DEFAULT_TEACHER_SCALE,
+        teacher_bias: float = DEFAULT_TEACHER_BIAS,
+        seed: int = 0,
+    ) -> None:
+        if batch_size < 1 or zipf_exponent <= 0:
+            raise ValueError(f"need batch_size >= 1 and exponent > 0, got {batch_size}")
+        self.spec = spec
+        self.batch_size = batch_size
+        self.zipf_exponent = zipf_exponent
+        self.fixed_pooling = fixed_pooling
+        self.teacher_scale = teacher_scale
+        self.teacher_bias = teacher_bias
+        self.seed = seed
+        rng = np.random.default_rng([seed, 0])
+        d = spec.dense_features
+        self._mu = rng.uniform(0.0, 3.0, d)
+        self._sigma = rng.uniform(1.0, 2.0, d)
+        v = rng.normal(size=d)
+        self._dense_weights = v / np.linalg.norm(v)
+        self._rows = np.asarray(spec.rows_per_table, dtype=np.int64)
+        self._multipliers = _coprime_multipliers(spec.rows_per_table, seed)
+        self._shifts = rng.integers(0, self._rows)
+        self._bag_mean, self._bag_std = self._calibrate_teacher()
+
+    def _calibrate_teacher(self, samples: int = 256) -> tuple[np.ndarray, np.ndarray]:
+        """Per-table mean and std of bag score sums: hot rows give every bag the same
+        offset, which would otherwise swamp the signal and skew the click rate."""
+        rng = np.random.default_rng([self.seed, 3])
+        lengths = self._lengths(rng, samples)
+        sums = self._bag_scores(self._sample_rows(rng, lengths), lengths)
+        return sums.mean(axis=1, keepdims=True), sums.std(axis=1, keepdims=True) + 1e-12
+
+    def _lengths(self, rng: np.random.Generator, b: int) -> np.ndarray:
+        t, p = self.spec.num_tables, self.spec.lookups_per_table
+        if self.fixed_pooling:
+            return np.full((t, b), p, dtype=np.int64)
+        return rng.integers(1, 2 * p, size=(t, b))
+
+    def _sample_rows(self, rng: np.random.Generator, lengths: np.ndarray) -> np.ndarray:
+        """Global row ids, table-major, for bags of the given (T, B) lengths."""
+        table_of = np.repeat(np.arange(lengths.shape[0]), lengths.sum(axis=1))
+        n = self._rows[table_of]
+        ranks = power_law_ranks(rng, n, self.zipf_exponent)
+        rows = (ranks * self._multipliers[table_of] + self._shifts[table_of]) % n
+        return rows + self.spec.table_offsets[table_of]
+
+    def _bag_scores(self, global_rows: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """(T, B) sum of teacher row scores per bag."""
+        starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+        sums = np.add.reduceat(_row_scores(global_rows, self.seed), starts)
+        return sums.reshape(lengths.shape)
+
+    def batch(self, index: int) -> Batch:
+        """Batch number index (deterministic in seed and index)."""
+        rng = np.random.default_rng([self.seed, 1, index])
+        spec, b = self.spec, self.batch_size
+        latent = rng.normal(size=(b, spec.dense_features))
+        counts = np.floor(np.exp(self._mu + self._sigma * latent))
+        dense = np.log1p(counts).astype(np.float32)
+        lengths = self._lengths(rng, b)
+        global_rows = self._sample_rows(rng, lengths)
+        ends = np.cumsum(lengths.sum(axis=1))
+        indices = [
+            global_rows[start:end] - off
+            for start, end, off in zip(np.r_[0, ends[:-1]], ends, spec.table_offsets, strict=True)
+        ]
+        offsets = [np.concatenate(([0], np.cumsum(lens))).astype(np.int64) for lens in lengths]
+        logits = self._teacher(latent, global_rows, lengths)
+        labels = (rng.random(b) < 1.0 / (1.0 + np.exp(-logits))).astype(np.float32)
+        return Batch(dense, indices, offsets, labels)
+
+    def _teacher(
+        self, latent: np.ndarray, global_rows: np.ndarray, lengths: np.ndarray
+    ) -> np.ndarray:
+        """Planted logit: unit-variance dense and embedding parts, scaled and offset."""
+        bags = (self._bag_scores(global_rows, lengths) - self._bag_mean) / self._bag_std
+        emb = bags.sum(axis=0) / np.sqrt(lengths.shape[0])
+        dense = latent @ self._dense_weights
+        return self.teacher_scale * (dense + emb) / np.sqrt(2.0) + self.teacher_bias
+
+    def batches(self, count: int, start: int = 0) -> Iterator[Batch]:
+        for i in range(start, start + count):
+            yield self.batch(i)
+
+
+def reuse_fraction(previous: Batch, current: Batch, table_offsets: np.ndarray) -> float:
+    """Fraction of current's unique rows that previous also touched (the paper's ~80%)."""
+    cur = np.unique(current.global_rows(table_offsets))
+    prev = np.unique(previous.global_rows(table_offsets))
+    return float(np.isin(cur, prev, assume_unique=True).mean())
+
+
+def lookup_reuse_fraction(previous: Batch, current: Batch, table_offsets: np.ndarray) -> float:
+    """Fraction of current's lookups (with repeats) that hit a row previous touched."""
+    prev = np.unique(previous.global_rows(table_offsets))
+    return float(np.isin(current.global_rows(table_offsets), prev).mean())
