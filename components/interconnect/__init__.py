@@ -1,0 +1,1 @@
+"""Interconnect models: serial links, CXL (links, switch, sub-protocols), PCIe + CUDA path."""
