@@ -187,9 +187,10 @@ class Dcoh(SimObject):
     """A device coherency agent: reads peer/host lines and flushes dirty ones over CXL.cache."""
 
     max_outstanding = Int(
-        64,
+        512,
         "CXL.cache line requests the DCOH keeps in flight",
-        "assumption: tracker count is implementation-defined (CXL 2.0 spec §3.2); 64 typical",
+        "assumption: implementation-defined (CXL 2.0 spec §3.2); sized to cover the "
+        "bandwidth-delay product of a switched x16 path (~59 GB/s x ~0.55 us = ~500 lines)",
         low=1,
     )
 
