@@ -1,0 +1,1 @@
+"""Compute models: GPU, host CPU, near-memory processing (NMP) logic."""
