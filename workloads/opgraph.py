@@ -1,0 +1,118 @@
+"""Per-batch demand (docs/architecture.md, workload -> board contract): GPU kernels with
+FLOPs and bytes, and the embedding rows touched, independent of where the batch runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from workloads.inputs import Batch
+from workloads.models import FLOAT_BYTES, ModelSpec
+
+OP_NAMES = ("bottom_fwd", "interaction_top_fwd", "top_bwd_interaction", "bottom_bwd")
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    flops: int
+    bytes: int
+
+
+@dataclass(frozen=True, eq=False)
+class EmbeddingAccess:
+    rows: np.ndarray  # int64 global row ids of every lookup, table-major, issue order
+    unique_rows: np.ndarray  # sorted
+    row_bytes: int
+    tables: int
+    lookups: int
+    pooled_bytes: int  # B x T x dim x 4, reduced vectors sent to the GPU
+    grad_bytes: int  # same size, bag gradients sent back
+    reused_rows: int  # unique rows also touched by the previous batch
+
+
+@dataclass(frozen=True, eq=False)
+class BatchDemand:
+    kernels: dict[str, list[Kernel]]
+    lookup: EmbeddingAccess
+    mlp_param_bytes: int
+    bottom_param_bytes: int
+    top_param_bytes: int
+    batch: int
+    batch_size: int
+
+
+def gemm(name: str, m: int, n: int, k: int) -> Kernel:
+    """C(m, n) = A(m, k) B(k, n): 2mnk FLOPs; reads A and B, writes C once (ReLU/sigmoid
+    and bias folded in, they touch C in the same pass)."""
+    return Kernel(name, 2 * m * n * k, FLOAT_BYTES * (m * k + k * n + m * n))
+
+
+def _fwd(prefix: str, widths: tuple[int, ...], b: int) -> list[Kernel]:
+    return [
+        gemm(f"{prefix}{i}_fwd", b, n_out, n_in)
+        for i, (n_in, n_out) in enumerate(zip(widths[:-1], widths[1:], strict=True))
+    ]
+
+
+def _bwd(prefix: str, widths: tuple[int, ...], b: int, first_data_grad: bool) -> list[Kernel]:
+    """Last layer first: data grad dX(B,in) = dZ(B,out) W(out,in), then weight grad
+    dW(out,in) = dZ^T(out,B) X(B,in); no data grad into the first bottom layer's input."""
+    out = []
+    for i in range(len(widths) - 2, -1, -1):
+        n_in, n_out = widths[i], widths[i + 1]
+        if i > 0 or first_data_grad:
+            out.append(gemm(f"{prefix}{i}_bwd_data", b, n_in, n_out))
+        out.append(gemm(f"{prefix}{i}_bwd_weight", n_out, n_in, b))
+    return out
+
+
+def _interaction(spec: ModelSpec, b: int) -> tuple[Kernel, Kernel]:
+    """Batched T T^T over F features of width d (2BF^2d FLOPs) and its backward
+    (G + G^T) T, same FLOPs."""
+    f, d = spec.interaction_features, spec.embedding_dim
+    flops = 2 * b * f * f * d
+    fwd = Kernel("interaction_fwd", flops, FLOAT_BYTES * (b * f * d + b * f * f))
+    bwd = Kernel("interaction_bwd", flops, FLOAT_BYTES * (b * f * f + 2 * b * f * d))
+    return fwd, bwd
+
+
+def build_demand(
+    spec: ModelSpec, batch: Batch, batch_index: int, previous_batch: Batch | None
+) -> BatchDemand:
+    """What batch batch_index asks of the GPU and of the embedding store."""
+    b = batch.batch_size
+    inter_fwd, inter_bwd = _interaction(spec, b)
+    kernels = {
+        "bottom_fwd": _fwd("bottom_fc", spec.bottom_mlp, b),
+        "interaction_top_fwd": [inter_fwd, *_fwd("top_fc", spec.top_widths, b)],
+        "top_bwd_interaction": [*_bwd("top_fc", spec.top_widths, b, True), inter_bwd],
+        "bottom_bwd": _bwd("bottom_fc", spec.bottom_mlp, b, False),
+    }
+    rows = batch.global_rows(spec.table_offsets)
+    unique = np.unique(rows)
+    reused = 0
+    if previous_batch is not None:
+        prev = np.unique(previous_batch.global_rows(spec.table_offsets))
+        reused = int(np.isin(unique, prev, assume_unique=True).sum())
+    pooled = b * spec.num_tables * spec.row_bytes
+    access = EmbeddingAccess(
+        rows=rows,
+        unique_rows=unique,
+        row_bytes=spec.row_bytes,
+        tables=spec.num_tables,
+        lookups=int(rows.shape[0]),
+        pooled_bytes=pooled,
+        grad_bytes=pooled,
+        reused_rows=reused,
+    )
+    return BatchDemand(
+        kernels=kernels,
+        lookup=access,
+        mlp_param_bytes=spec.mlp_param_bytes,
+        bottom_param_bytes=spec.bottom_param_count * FLOAT_BYTES,
+        top_param_bytes=spec.top_param_count * FLOAT_BYTES,
+        batch=batch_index,
+        batch_size=b,
+    )
