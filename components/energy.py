@@ -83,5 +83,11 @@ def component_energy(obj: SimObject, sim_ticks: int) -> ComponentEnergy | None:
         if "active_power" in obj._params and hasattr(obj, "busy_ticks"):
             busy = ticks_to_seconds(min(obj.busy_ticks(), sim_ticks))
             static = obj.active_power * busy + obj.static_power * (seconds - busy)
-    dynamic = float(dynamic_stat.value) if dynamic_stat is not None else 0.0
+    dynamic = _stat_total(dynamic_stat) if dynamic_stat is not None else 0.0
     return ComponentEnergy(static, dynamic)
+
+
+def _stat_total(stat) -> float:
+    """A scalar's value, or a vector's sum (per-bucket dynamic energy)."""
+    values = getattr(stat, "values", None)
+    return float(values.sum()) if values is not None else float(stat.value)
