@@ -97,7 +97,9 @@ class DLRM:
         """Mean BCE loss (log clamped at -100 like torch.nn.BCELoss) and all gradients."""
         p, (x, bottom_in, feats, top_in) = self._forward(batch, pooled)
         y = batch.labels
-        loss = -np.mean(y * np.maximum(np.log(p), -100) + (1 - y) * np.maximum(np.log1p(-p), -100))
+        with np.errstate(divide="ignore"):
+            log_p, log_q = np.maximum(np.log(p), -100), np.maximum(np.log1p(-p), -100)
+        loss = -np.mean(y * log_p + (1 - y) * log_q)
         gz = ((p - y) / np.float32(y.shape[0]))[:, None].astype(np.float32)
         top_grads, grad_r = dense.mlp_backward(self.top, top_in, gz, need_input_grad=True)
         grad_x, bag_grads = dense.interact_backward(grad_r, feats)
