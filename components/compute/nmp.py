@@ -27,9 +27,17 @@ class NearMemoryEngine(SimObject):
     """FPGA-class defaults (the paper's CXL-MEM prototype is an FPGA)."""
 
     clock = Frequency("250MHz", "logic clock", _PG213)
-    lanes = Int(16, "FP32 adder/multiplier lanes (one 512-bit beat per cycle)", _PG213, low=1)
+    lanes = Int(
+        64,
+        "FP32 adder/multiplier lanes: a 512-bit (16-lane) pipeline per memory controller",
+        f"{_PG213}; 4 controllers in the paper's CXL-MEM",
+        low=1,
+    )
     outstanding = Int(
-        64, "PMEM requests in flight", "estimate: AXI ID/tag count of an FPGA memory port", low=1
+        256,
+        "PMEM requests in flight (64 tags per memory controller)",
+        "estimate: matches the 4 controllers' 64-entry read queues (gem5 NVM_2400_1x64)",
+        low=1,
     )
     scratchpad = MemorySize(
         "256KiB", "scratchpad for rows in flight", "estimate: FPGA on-chip BRAM", check=positive

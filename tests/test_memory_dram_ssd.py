@@ -1,0 +1,63 @@
+"""DRAM reference figures, SSD page granularity and the host-DRAM vector cache."""
+
+import numpy as np
+import pytest
+
+from components.memory import Dram, Ssd, SsdWithCache
+from components.sim.units import TICKS_PER_SECOND
+
+
+def test_dram_idle_latency_and_channel_bandwidth():
+    dram = Dram()
+    assert dram.read(np.array([0]), 64, 0).ticks == dram.idle_read_latency == 100_000
+    n = 50000
+    access = dram.read(np.arange(n, dtype=np.int64) * 64, 64, 0)
+    assert n * 64 * TICKS_PER_SECOND / access.ticks == pytest.approx(2 * 19.2e9, rel=0.01)
+    assert dram.read_bandwidth == 2 * 19.2e9
+
+
+def test_dram_outstanding_bounds_bandwidth():
+    n, outstanding = 20000, 4
+    access = Dram().read(np.arange(n, dtype=np.int64) * 64, 64, 0, outstanding=outstanding)
+    expected = 100_000 + (n - 1) * 100_000 / outstanding  # Little's law
+    assert access.ticks == pytest.approx(expected, rel=1e-6)
+
+
+def test_ssd_table2_ratios():
+    ssd, dram = Ssd(), Dram(controllers=1)
+    assert ssd.idle_read_latency / dram.idle_read_latency == pytest.approx(165)
+    assert ssd.read_bandwidth / dram.read_bandwidth == pytest.approx(0.02)
+
+
+def test_ssd_row_costs_a_page():
+    rng = np.random.default_rng(0)
+    addr = rng.choice(2**20, 1000, replace=False).astype(np.int64) * 4096 + 128
+    access = Ssd().read(addr, 128, 0)
+    assert access.media_bytes == 1000 * 4096
+    page_sized = Ssd().read(addr - 128, 4096, 0)
+    assert page_sized.ticks == pytest.approx(access.ticks, rel=0.01)  # same pages moved
+
+
+def test_vector_cache_hits_on_reuse():
+    dev = SsdWithCache()
+    rows = np.random.default_rng(1).choice(10**6, 2000, replace=False).astype(np.int64) * 128
+    cold = dev.read(rows, 128, 0)
+    assert dev.misses.value == 2000 and dev.hits.value == 0
+    warm = dev.read(rows, 128, TICKS_PER_SECOND)
+    assert dev.hits.value == 2000
+    assert warm.ticks * 50 < cold.ticks  # DRAM instead of 16.5 us pages
+
+
+def test_vector_cache_capacity_evicts_least_recent():
+    dev = SsdWithCache(cache_capacity=100 * 128)
+    first = np.arange(100, dtype=np.int64) * 128
+    dev.read(first, 128, 0)
+    dev.read(first[:50] + 10**9, 128, 1)  # 50 new rows evict the 50 oldest
+    dev.read(first, 128, 2)
+    assert dev.hits.value == 50
+
+
+def test_repeated_rows_within_one_op_hit():
+    dev = SsdWithCache()
+    dev.read(np.array([0, 128, 0, 0, 128], dtype=np.int64), 128, 0)
+    assert (dev.hits.value, dev.misses.value) == (3, 2)
