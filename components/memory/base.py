@@ -89,6 +89,7 @@ class _Lines:
     pos: np.ndarray  # position of the access in its controller's stream
     hit: np.ndarray  # served by / merged into the line buffer
     episode: np.ndarray  # buffer episode: first access of a line and the hits merged into it
+    order: np.ndarray | None  # accesses sorted by line (stable), when already computed
 
 
 class MemoryDevice(SimObject):
@@ -147,9 +148,9 @@ class MemoryDevice(SimObject):
         span_c = _stream_span(bytes_c, m_c, lat, self.ctrl_read_bandwidth, self.read_queue)
         base = max(float(span_c.max()), _window_span(addr.size, lat, window))
         ticks = base
-        stalled = self._draining(lines.line, now)
+        stalled, done = self._draining(lines, now)
         if stalled.any():
-            ticks = max(ticks, float(self._done_of(lines.line[stalled]).max() - now + lat))
+            ticks = max(ticks, float(done[stalled].max() - now + lat))
         ticks_i, stall = int(math.ceil(ticks)), int(math.ceil(ticks) - math.ceil(base))
         energy = float(media.sum()) * self.read_energy
         self._account_reads(ctrls, lines, media, span_c, stalled)
@@ -246,21 +247,21 @@ class MemoryDevice(SimObject):
         first = addr // unit
         count = (addr + size - 1) // unit - first + 1
         if int(count.max()) == 1:
-            request = np.arange(addr.size)
-            line = first
+            request, line, start = np.arange(addr.size), first, addr
         else:
             request = np.repeat(np.arange(addr.size), count)
             offset = np.arange(request.size) - np.repeat(np.cumsum(count) - count, count)
-            line = first[request] + offset
-        lo = np.maximum(addr[request], line * unit)
-        hi = np.minimum(addr[request] + size, (line + 1) * unit)
+            line, start = first[request] + offset, addr[request]
+        lo = np.maximum(start, line * unit)
+        hi = np.minimum(start + size, (line + 1) * unit)
         ctrl = (line * unit // self.interleave) % n
-        by_ctrl = np.argsort(ctrl, kind="stable")
+        # small keys make numpy's stable argsort a radix sort
+        by_ctrl = np.argsort(ctrl.astype(np.int16) if n < 2**15 else ctrl, kind="stable")
         per_ctrl = np.bincount(ctrl, minlength=n)
         pos = np.empty(line.size, dtype=np.int64)
         pos[by_ctrl] = np.arange(line.size) - np.repeat(np.cumsum(per_ctrl) - per_ctrl, per_ctrl)
-        hit, episode = _buffer_hits(line, pos, self.buffer_lines)
-        return _Lines(request, line, hi - lo, ctrl, pos, hit, episode)
+        hit, episode, order = _buffer_hits(line, pos, self.buffer_lines)
+        return _Lines(request, line, hi - lo, ctrl, pos, hit, episode, order)
 
     def _account_reads(self, ctrls, lines: _Lines, media, span_c, stalled) -> None:
         n = len(span_c)
@@ -278,16 +279,18 @@ class MemoryDevice(SimObject):
             ctrl.rawStalls += int(stalls[c])
             ctrl.busyTicks += float(span_c[c])
 
-    def _draining(self, line: np.ndarray, now: int) -> np.ndarray:
-        """Which line accesses hit a line whose drain completes after ``now``."""
+    def _draining(self, lines: _Lines, now: int) -> tuple[np.ndarray, np.ndarray]:
+        """Which line accesses hit a line whose drain completes after ``now``, and when
+        each such line is drained (needles go in sorted, which keeps searchsorted fast)."""
+        size = lines.line.size
         if self._pending_lines.size == 0:
-            return np.zeros(line.size, dtype=bool)
-        idx = np.searchsorted(self._pending_lines, line)
+            return np.zeros(size, dtype=bool), np.zeros(size, dtype=np.int64)
+        order = lines.order if lines.order is not None else np.argsort(lines.line, kind="stable")
+        idx = np.empty(size, dtype=np.int64)
+        idx[order] = np.searchsorted(self._pending_lines, lines.line[order])
         idx = np.minimum(idx, self._pending_lines.size - 1)
-        return (self._pending_lines[idx] == line) & (self._pending_done[idx] > now)
-
-    def _done_of(self, line: np.ndarray) -> np.ndarray:
-        return self._pending_done[np.searchsorted(self._pending_lines, line)]
+        done = self._pending_done[idx]
+        return (self._pending_lines[idx] == lines.line) & (done > now), done
 
     def _backlog(self, now: int, n: int) -> np.ndarray:
         """Per controller, ticks of earlier writes still draining at ``now``."""
@@ -323,14 +326,17 @@ def _window_span(requests: int, latency: int, outstanding: float) -> float:
     return latency + (requests - 1) * latency / outstanding
 
 
-def _buffer_hits(line: np.ndarray, pos: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
+def _buffer_hits(
+    line: np.ndarray, pos: np.ndarray, window: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """A line access hits the controller's line buffer when the same line was accessed
     at most ``window`` accesses earlier in that controller's stream (a line maps to one
     controller, so a stable sort by line keeps each line's accesses in issue order).
-    Returns the hit mask and, per access, its episode (first miss + following hits)."""
+    Returns the hit mask, per access its episode (first miss + following hits), and
+    the sort order by line (None when no buffer means no sort was needed)."""
     size = line.size
     if window == 0:
-        return np.zeros(size, dtype=bool), np.arange(size)
+        return np.zeros(size, dtype=bool), np.arange(size), None
     order = np.argsort(line, kind="stable")
     sorted_line, sorted_pos = line[order], pos[order]
     hit_sorted = np.zeros(size, dtype=bool)
@@ -341,4 +347,4 @@ def _buffer_hits(line: np.ndarray, pos: np.ndarray, window: int) -> tuple[np.nda
     hit[order] = hit_sorted
     episode = np.empty(size, dtype=np.int64)
     episode[order] = np.cumsum(~hit_sorted) - 1
-    return hit, episode
+    return hit, episode, order
