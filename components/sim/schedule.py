@@ -137,17 +137,15 @@ class Scheduler:
         handle.done.succeed()
 
     def _run_chunked(self, record: OpRecord, unit: SharedResource, duration: DurationFn):
-        total = None
         remaining = 0
         chunks = self.background_chunks
         for index in range(chunks):
             waited = yield unit.acquire(Scheduler.BACKGROUND)
             if index == 0:
                 record.start = self.engine.now
-                total = duration(self.engine.now)
-                remaining = total
-            if waited:
-                record.pred = unit.last_release_uid
+                remaining = duration(self.engine.now)
+                if waited:
+                    record.pred = unit.last_release_uid
             piece = remaining // (chunks - index)
             remaining -= piece
             begin = self.engine.now

@@ -1,0 +1,68 @@
+"""The op scheduler: dependencies, shared resources, background chunks, critical path."""
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from components.sim.engine import Engine
+from components.sim.schedule import Scheduler, critical_path
+
+
+def fixed(ticks):
+    return lambda now: ticks
+
+
+def make():
+    engine = Engine()
+    sched = Scheduler(engine, background_chunks=4)
+    for name in ("gpu", "mem"):
+        sched.resource(name)
+    return engine, sched
+
+
+def test_dependencies_and_resource_serialise():
+    engine, sched = make()
+    a = sched.op("a", "bottom_mlp", 0, "gpu", fixed(100))
+    b = sched.op("b", "embedding", 0, "mem", fixed(300))
+    c = sched.op("c", "top_mlp", 0, "gpu", fixed(50), deps=[a, b])
+    d = sched.op("d", "top_mlp", 0, "gpu", fixed(10))
+    engine.run()
+    assert (a.record.start, a.record.end) == (0, 100)
+    assert (b.record.start, b.record.end) == (0, 300)
+    assert (d.record.start, d.record.end) == (100, 110)  # gpu free before c is ready
+    assert (c.record.start, c.record.end) == (300, 350)
+    path = critical_path(sched.records, c.record.uid, 0)
+    assert path == {"top_mlp": 50, "embedding": 300}
+
+
+def test_background_yields_to_foreground_and_stall_is_charged():
+    engine, sched = make()
+    log = sched.op("log", "checkpoint", 0, "mem", fixed(400), background=True)
+    look = sched.op("lookup", "embedding", 0, "mem", fixed(200))
+    gpu = sched.op("top", "top_mlp", 0, "gpu", fixed(450))
+    update = sched.op("update", "embedding", 0, "mem", fixed(100), deps=[gpu, log])
+    engine.run()
+    # the lookup waits for one 100-tick chunk only, then the log resumes
+    assert look.record.start == 100 and look.record.end == 300
+    assert log.record.end == 600
+    assert update.record.start == 600 and update.record.end == 700
+    path = critical_path(sched.records, update.record.uid, 0)
+    assert path == {"embedding": 100, "checkpoint": 150, "top_mlp": 450}
+    assert sum(path.values()) == update.record.end
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 500), st.sampled_from(["gpu", "mem"]),
+                          st.booleans(), st.integers(0, 3)), min_size=1, max_size=12))
+def test_critical_path_always_sums_to_window(ops):
+    engine, sched = make()
+    handles = []
+    for index, (ticks, unit, background, ndeps) in enumerate(ops):
+        deps = handles[max(0, index - ndeps):index]
+        handles.append(sched.op(f"op{index}", "embedding" if unit == "mem" else "top_mlp", 0,
+                                unit, fixed(ticks), deps=deps, background=background))
+    engine.run()
+    last = max(handles, key=lambda h: (h.record.end, h.record.uid))
+    for window_start in (0, last.record.end // 2):
+        path = critical_path(sched.records, last.record.uid, window_start)
+        assert sum(path.values()) == last.record.end - window_start
+        assert all(v > 0 for v in path.values())
