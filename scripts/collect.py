@@ -1,0 +1,39 @@
+"""Collect a sweep's finished runs into one table, and optionally plot a metric.
+
+    python scripts/collect.py OUTROOT [--stat NAME]... [--out PREFIX]
+                              [--plot METRIC --x AXIS [--png PATH]]
+
+Writes PREFIX.csv and PREFIX.parquet (default OUTROOT/sweep.*), one row per complete
+run: its options, results.json (batch_time_ms.*, breakdown_ms.*, energy_j.total) and
+the stats named by --stat. Errors print one line and exit with 2.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+for path in (os.path.dirname(HERE), HERE):
+    if path not in sys.path:
+        sys.path.insert(0, path)
+
+from sweeplib.cli import add_collect_options, collect_command  # noqa: E402
+
+from workloads.options import QuietParser, UsageError  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = QuietParser(prog="collect.py", description=__doc__.splitlines()[0])
+    parser.add_argument("outroot", help="the sweep's outroot directory")
+    add_collect_options(parser)
+    try:
+        args = parser.parse_args(argv)
+        return collect_command(args, args.outroot)
+    except UsageError as exc:
+        print(f"collect.py: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

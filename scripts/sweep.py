@@ -1,0 +1,89 @@
+"""Run a grid of training runs declared in a YAML or TOML spec.
+
+    python scripts/sweep.py SPEC                 # every unfinished run, local pool
+    python scripts/sweep.py SPEC --list          # run index, id, axis values, status
+    python scripts/sweep.py SPEC --id N          # only run N (SLURM array task style)
+    python scripts/sweep.py SPEC --executor slurm   # one submitit job array
+    python scripts/sweep.py SPEC --sbatch > sweep.sbatch   # a plain sbatch array script
+    python scripts/sweep.py SPEC --collect [--stat NAME] [--plot METRIC --x AXIS]
+
+Each run lands in OUTROOT/<id>, id = hash of its options; finished runs are skipped.
+A malformed spec prints one line naming the field and exits with 2 before any run;
+failed runs are listed at the end and make the exit status 1. See docs/sweeps.md.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+for path in (os.path.dirname(HERE), HERE):
+    if path not in sys.path:
+        sys.path.insert(0, path)
+
+from sweeplib.cli import add_collect_options, collect_command, sbatch_script  # noqa: E402
+from sweeplib.driver import execute, status  # noqa: E402
+from sweeplib.spec import load_sweep  # noqa: E402
+
+from workloads.options import QuietParser, UsageError  # noqa: E402
+
+
+def parse_args(argv: list[str] | None):
+    parser = QuietParser(prog="sweep.py", description=__doc__.splitlines()[0])
+    parser.add_argument("spec", help="sweep spec (.yaml, .yml or .toml)")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--list", action="store_true", help="print the runs and exit")
+    mode.add_argument("--id", type=int, metavar="N", help="run only the Nth run (from 0)")
+    mode.add_argument("--collect", action="store_true", help="collect finished runs")
+    mode.add_argument("--sbatch", action="store_true", help="print an sbatch array script")
+    parser.add_argument(
+        "--executor",
+        choices=("local", "slurm", "debug"),
+        default="local",
+        help="local process pool, SLURM via submitit, or submitit's "
+        "in-process debug executor (default: local)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="local pool size (default: all cores)",
+    )
+    parser.add_argument("--outroot", help="override the spec's outroot")
+    add_collect_options(parser)
+    args = parser.parse_args(argv)
+    if args.workers < 1:
+        raise UsageError(f"--workers must be at least 1, got {args.workers}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = parse_args(argv)
+        sweep = load_sweep(args.spec, args.outroot)
+        if args.list:
+            for run in sweep.runs:
+                point = " ".join(f"{k}={v}" for k, v in run.point.items())
+                print(f"{run.index} {run.id} {point} {status(sweep, run)}".replace("  ", " "))
+            return 0
+        if args.sbatch:
+            print(sbatch_script(sweep, os.path.abspath(__file__)), end="")
+            return 0
+        if args.collect:
+            return collect_command(args, sweep.outroot, [run.id for run in sweep.runs])
+        runs = sweep.runs
+        if args.id is not None:
+            if not 0 <= args.id < len(runs):
+                raise UsageError(f"--id {args.id}: the spec has runs 0..{len(runs) - 1}")
+            runs = [runs[args.id]]
+        summary = execute(sweep, runs, args.executor, args.workers)
+    except UsageError as exc:
+        print(f"sweep.py: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(summary.lines()))
+    return 1 if summary.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""Command-line pieces shared by scripts/sweep.py and scripts/collect.py."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from sweeplib import collect
+from sweeplib.slurm import sbatch_directives
+from sweeplib.spec import Sweep
+from workloads.options import UsageError
+
+
+def add_collect_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--stat",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also collect this stat from stats.json (repeatable)",
+    )
+    parser.add_argument(
+        "--out",
+        metavar="PREFIX",
+        help="write PREFIX.csv and PREFIX.parquet (default OUTROOT/sweep)",
+    )
+    parser.add_argument(
+        "--plot",
+        metavar="METRIC",
+        help="plot this column, e.g. batch_time_ms.mean (one line per system)",
+    )
+    parser.add_argument("--x", metavar="AXIS", help="the column on the plot's x axis")
+    parser.add_argument(
+        "--png", metavar="PATH", help="plot file (default OUTROOT/METRIC-vs-AXIS.png)"
+    )
+
+
+def collect_command(
+    args: argparse.Namespace, outroot: str | Path, ids: list[str] | None = None
+) -> int:
+    """Write the table (and the plot); 0, or 1 when no run is complete yet."""
+    if bool(args.plot) != bool(args.x):
+        raise UsageError("--plot and --x go together")
+    root = Path(outroot)
+    if not root.is_dir():
+        raise UsageError(f"{root}: no such directory")
+    rows = collect.gather(root, ids, args.stat)
+    if not rows:
+        print(f"collect: no complete runs under {root}", file=sys.stderr)
+        return 1
+    csv_path, parquet_path = collect.write_table(rows, Path(args.out or root / "sweep"))
+    print(f"collect: {len(rows)} runs -> {csv_path}, {parquet_path}")
+    if args.plot:
+        png = Path(args.png or root / f"{args.plot}-vs-{args.x}.png".replace("/", "_"))
+        print(f"collect: plot -> {collect.plot(rows, args.plot, args.x, png)}")
+    return 0
+
+
+def sbatch_script(sweep: Sweep, sweep_py: str) -> str:
+    """A plain SLURM array script: task i runs `sweep.py SPEC --id i`.
+
+    Creates the log folder now: sbatch opens --output before the script runs.
+    """
+    logs = sweep.outroot / ".slurm"
+    logs.mkdir(parents=True, exist_ok=True)
+    command = [
+        sys.executable,
+        sweep_py,
+        str(sweep.path.resolve()),
+        "--outroot",
+        str(sweep.outroot),
+        "--id",
+        "$SLURM_ARRAY_TASK_ID",
+    ]
+    quoted = " ".join(shlex.quote(word) for word in command[:-1]) + f" {command[-1]}"
+    lines = [
+        "#!/bin/bash",
+        "#SBATCH --job-name=sweep",
+        *sbatch_directives(sweep.slurm, len(sweep.runs)),
+        f"#SBATCH --output={logs}/%A_%a.out",
+        "",
+        quoted,
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,77 @@
+"""Run a validated sweep: skip finished runs, execute the rest, summarize the outcome."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+
+from tqdm import tqdm
+
+from sweeplib import executors, store
+from sweeplib.runid import canonical
+from sweeplib.runner import DONE, FAILED, SKIPPED, Outcome, run_one
+from sweeplib.spec import Run, Sweep
+
+
+@dataclass
+class Summary:
+    total: int
+    counts: Counter = field(default_factory=Counter)
+    failures: list[tuple[Run, str]] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        head = (
+            f"sweep: {self.total} runs: {self.counts[DONE]} ran, "
+            f"{self.counts[SKIPPED]} already complete, {self.counts[FAILED]} failed"
+        )
+        return [head] + [
+            f"failed: run {run.index} ({run.id}): {message}" for run, message in self.failures
+        ]
+
+
+def status(sweep: Sweep, run: Run) -> str:
+    if store.is_complete(sweep.outroot, run.id):
+        return "done"
+    return "failed" if store.failure_message(sweep.outroot, run.id) else "pending"
+
+
+def execute(sweep: Sweep, runs: list[Run], executor: str, workers: int) -> Summary:
+    """Run every unfinished run of runs; a run's failure never stops the others."""
+    sweep.outroot.mkdir(parents=True, exist_ok=True)
+    store.clean_stale(sweep.outroot)
+    pending = [run for run in runs if not store.is_complete(sweep.outroot, run.id)]
+    summary = Summary(len(runs))
+    summary.counts[SKIPPED] = len(runs) - len(pending)
+    by_id = {run.id: run for run in pending}
+    bar = tqdm(
+        total=len(runs),
+        initial=summary.counts[SKIPPED],
+        unit="run",
+        file=sys.stderr,
+        disable=None,
+        desc="sweep",
+    )
+
+    def report(outcome: Outcome) -> None:
+        summary.counts[outcome.status] += 1
+        if outcome.status == FAILED:
+            run = by_id[outcome.id]
+            summary.failures.append((run, outcome.message))
+            if store.failure_message(sweep.outroot, run.id) is None:
+                store.record_failure(sweep.outroot, run.id, outcome.message, canonical(run.options))
+        bar.update()
+
+    options = [run.options for run in pending]
+    try:
+        if executor == "local" and len(pending) == 1:
+            report(run_one(options[0]))
+        elif executor == "local":
+            executors.run_local(options, workers, report)
+        elif pending:
+            jobs = executors.submit(options, sweep.outroot / ".submitit", executor, sweep.slurm)
+            executors.wait(jobs, options, report)
+    finally:
+        bar.close()
+    summary.failures.sort(key=lambda item: item[0].index)
+    return summary

@@ -1,0 +1,39 @@
+"""Run identity: a short hash of a run's fully resolved options.
+
+The id names the run's outdir, so re-running a sweep finds finished runs by hashing
+the same options again; anything that does not change the simulated result (outdir,
+progress bar) is left out of the hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict
+from typing import Any
+
+from workloads.models import DEFAULT_BATCH_SIZE
+from workloads.options import RunOptions
+
+ID_LENGTH = 12
+NOT_IDENTITY = ("outdir", "progress")
+
+
+def canonical(options: RunOptions) -> dict[str, Any]:
+    """The options that decide a run's result, with defaults filled in."""
+    data = asdict(options)
+    for name in NOT_IDENTITY:
+        data.pop(name)
+    if data["batch_size"] is None:
+        data["batch_size"] = DEFAULT_BATCH_SIZE
+    data["sets"] = dict(sorted(dict(data["sets"]).items()))  # last --set of a path wins
+    return data
+
+
+def canonical_json(options: RunOptions) -> str:
+    return json.dumps(canonical(options), sort_keys=True, separators=(",", ":"))
+
+
+def run_id(options: RunOptions) -> str:
+    """Stable across processes and machines: sha256 of the canonical JSON."""
+    return hashlib.sha256(canonical_json(options).encode()).hexdigest()[:ID_LENGTH]

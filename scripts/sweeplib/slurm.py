@@ -1,0 +1,102 @@
+"""The spec's ``slurm`` section: per-run resources for submitit and for sbatch arrays."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from workloads.options import UsageError
+
+_TIME = re.compile(r"^(?:(\d+)-)?(\d+):(\d\d):(\d\d)$")
+_MEM = re.compile(r"^(\d+)\s*([KMGT])i?B?$", re.IGNORECASE)
+TEXT_KEYS = ("partition", "account", "qos", "constraint")
+COUNT_KEYS = ("cpus", "gpus", "array_parallelism")
+SUBMITIT_NAMES = {
+    "partition": "slurm_partition",
+    "account": "slurm_account",
+    "qos": "slurm_qos",
+    "constraint": "slurm_constraint",
+    "time": "timeout_min",
+    "cpus": "cpus_per_task",
+    "gpus": "gpus_per_node",
+    "mem": "slurm_mem",
+    "array_parallelism": "slurm_array_parallelism",
+}
+DEFAULTS = {"time": 60, "cpus": 1, "mem": "4G"}
+
+
+def _error(key: str, message: str) -> UsageError:
+    return UsageError(f"spec: slurm.{key}: {message}")
+
+
+def _minutes(value: Any) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    match = _TIME.match(str(value)) if isinstance(value, str) else None
+    if not match:
+        raise _error("time", f"expected minutes or [D-]HH:MM:SS, got {value!r}")
+    days, hours, minutes, seconds = (int(g or 0) for g in match.groups())
+    total = days * 1440 + hours * 60 + minutes + (1 if seconds else 0)
+    if total < 1:
+        raise _error("time", f"must be at least one minute, got {value!r}")
+    return total
+
+
+def _memory(value: Any) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return f"{value}G"
+    match = _MEM.match(value.strip()) if isinstance(value, str) else None
+    if not match or int(match.group(1)) < 1:
+        raise _error("mem", f"expected a size such as 16G or 512M, got {value!r}")
+    return f"{match.group(1)}{match.group(2).upper()}"
+
+
+def parse_slurm(section: Any) -> dict[str, Any]:
+    """Validated resources with defaults: partition, time (minutes), cpus, mem, ..."""
+    if section is None:
+        section = {}
+    if not isinstance(section, dict):
+        raise UsageError("spec: slurm: expected a mapping of resources")
+    resources: dict[str, Any] = dict(DEFAULTS)
+    for key, value in section.items():
+        if key == "time":
+            resources[key] = _minutes(value)
+        elif key == "mem":
+            resources[key] = _memory(value)
+        elif key in COUNT_KEYS:
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise _error(key, f"expected a count, got {value!r}")
+            resources[key] = value
+        elif key in TEXT_KEYS:
+            if not isinstance(value, str) or not value.strip():
+                raise _error(key, f"expected a name, got {value!r}")
+            resources[key] = value.strip()
+        else:
+            known = ", ".join(SUBMITIT_NAMES)
+            raise _error(str(key), f"unknown resource (known: {known})")
+    return resources
+
+
+def submitit_parameters(resources: dict[str, Any]) -> dict[str, Any]:
+    """The spec's resources under submitit's AutoExecutor parameter names."""
+    return {SUBMITIT_NAMES[key]: value for key, value in resources.items()}
+
+
+def sbatch_directives(resources: dict[str, Any], runs: int) -> list[str]:
+    """#SBATCH lines for a plain job array over the sweep's run ids."""
+    hh, mm = divmod(resources["time"], 60)
+    array = f"0-{runs - 1}"
+    if "array_parallelism" in resources:
+        array += f"%{resources['array_parallelism']}"
+    lines = [
+        f"#SBATCH --array={array}",
+        f"#SBATCH --time={hh:02d}:{mm:02d}:00",
+        f"#SBATCH --cpus-per-task={resources['cpus']}",
+        f"#SBATCH --mem={resources['mem']}",
+    ]
+    for key in TEXT_KEYS:
+        if key in resources:
+            lines.append(f"#SBATCH --{key}={resources[key]}")
+    if resources.get("gpus"):
+        lines.append(f"#SBATCH --gpus-per-node={resources['gpus']}")
+    return lines
