@@ -91,6 +91,14 @@ def _read_document(path: Path) -> dict[str, Any]:
     return data
 
 
+def _leaves(prefix: str, tree: dict[str, Any]) -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        name = f"{prefix}.{key}"
+        flat.update(_leaves(name, value) if isinstance(value, dict) else {name: value})
+    return flat
+
+
 def _flatten(section: str, mapping: Any) -> dict[str, Any]:
     """Normalize option names; nested ``set: {board: {...}}`` becomes ``set.board...``."""
     if mapping is None:
@@ -101,8 +109,7 @@ def _flatten(section: str, mapping: Any) -> dict[str, Any]:
     for key, value in mapping.items():
         name = str(key)
         if (name == "set" or name.startswith(SET_PREFIX)) and isinstance(value, dict):
-            for sub, leaf in _flatten(f"{section}.{name}", value).items():
-                flat[f"{name}.{sub}"] = leaf
+            flat.update(_leaves(name, value))
         else:
             flat[name if name.startswith(SET_PREFIX) else name.replace("-", "_")] = value
     return flat
@@ -114,15 +121,19 @@ def _scalar_text(value: Any, field: str) -> str:
     return json.dumps(value) if isinstance(value, bool) else str(value)
 
 
+def _check_name(name: str, field: str, flags: dict[str, argparse.Action]) -> None:
+    if not name.startswith(SET_PREFIX) and name not in flags:
+        known = ", ".join([*flags, "set.PATH"])
+        raise SpecError(field, f"unknown option (known: {known})")
+
+
 def _argv(name: str, value: Any, field: str, flags: dict[str, argparse.Action]) -> list[str]:
     """The command-line words that set one option, as a user would type them."""
     if name.startswith(SET_PREFIX):
         path = name[len(SET_PREFIX) :]
         return [f"--set={path}={_scalar_text(value, field)}"]
-    action = flags.get(name)
-    if action is None:
-        known = ", ".join([*flags, "set.PATH"])
-        raise SpecError(field, f"unknown option (known: {known})")
+    _check_name(name, field, flags)
+    action = flags[name]
     flag = action.option_strings[0]
     if action.nargs == 0:
         if not isinstance(value, bool):
@@ -234,10 +245,13 @@ def load_sweep(path: str | Path, outroot: str | None = None, check: bool = True)
     origins.setdefault("model", "fixed.model")
     fixed_argv: list[str] = []
     for name, value in fixed.items():
-        fixed_argv += _argv(name, value, f"fixed.{name}", flags)
+        words = _argv(name, value, f"fixed.{name}", flags)
+        _options(words, f"fixed.{name}")
+        fixed_argv += words
     _options(fixed_argv, "fixed")
     for name, values in axes.items():
         field = f"axes.{name}"
+        _check_name(name, field, flags)
         if name in fixed:
             raise SpecError(field, "also given in fixed")
         if not isinstance(values, list):
