@@ -72,7 +72,7 @@ class EnergyReport:
 
 def component_energy(obj: SimObject, sim_ticks: int) -> ComponentEnergy | None:
     """Energy of one component over sim_ticks, or None if it declares no energy."""
-    has_static = "static_power" in obj._params
+    has_static = hasattr(obj, "static_power")
     dynamic_stat = next((s for s in obj._stats if s.name == "dynamicEnergy"), None)
     if not has_static and dynamic_stat is None:
         return None
@@ -80,7 +80,7 @@ def component_energy(obj: SimObject, sim_ticks: int) -> ComponentEnergy | None:
     if has_static:
         seconds = ticks_to_seconds(sim_ticks)
         static = obj.static_power * seconds
-        if "active_power" in obj._params and hasattr(obj, "busy_ticks"):
+        if hasattr(obj, "active_power") and hasattr(obj, "busy_ticks"):
             busy = ticks_to_seconds(min(obj.busy_ticks(), sim_ticks))
             static = obj.active_power * busy + obj.static_power * (seconds - busy)
     dynamic = _stat_total(dynamic_stat) if dynamic_stat is not None else 0.0

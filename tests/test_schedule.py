@@ -13,7 +13,7 @@ def fixed(ticks):
 
 def make():
     engine = Engine()
-    sched = Scheduler(engine, background_chunks=4)
+    sched = Scheduler(engine)
     for name in ("gpu", "mem"):
         sched.resource(name)
     return engine, sched
@@ -34,32 +34,50 @@ def test_dependencies_and_resource_serialise():
     assert path == {"top_mlp": 50, "embedding": 300}
 
 
-def test_background_yields_to_foreground_and_stall_is_charged():
+def test_background_waits_behind_foreground_and_its_stall_is_charged():
     engine, sched = make()
+    busy = sched.op("busy", "embedding", 0, "mem", fixed(50))
     log = sched.op("log", "checkpoint", 0, "mem", fixed(400), background=True)
     look = sched.op("lookup", "embedding", 0, "mem", fixed(200))
     gpu = sched.op("top", "top_mlp", 0, "gpu", fixed(450))
     update = sched.op("update", "embedding", 0, "mem", fixed(100), deps=[gpu, log])
     engine.run()
-    # the lookup waits for one 100-tick chunk only, then the log resumes
-    assert look.record.start == 100 and look.record.end == 300
-    assert log.record.end == 600
-    assert update.record.start == 600 and update.record.end == 700
+    # the lookup, queued after the log, still goes first: foreground has priority
+    assert (busy.record.end, look.record.start, look.record.end) == (50, 50, 250)
+    assert (log.record.start, log.record.end) == (250, 650)
+    assert update.record.start == 650 and update.record.end == 750
     path = critical_path(sched.records, update.record.uid, 0)
-    assert path == {"embedding": 100, "checkpoint": 150, "top_mlp": 450}
+    # the update waited 200 ticks past its foreground dependency (the GPU) for the log
+    assert path == {"embedding": 100, "checkpoint": 200, "top_mlp": 450}
     assert sum(path.values()) == update.record.end
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.tuples(st.integers(1, 500), st.sampled_from(["gpu", "mem"]),
-                          st.booleans(), st.integers(0, 3)), min_size=1, max_size=12))
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(1, 500), st.sampled_from(["gpu", "mem"]), st.booleans(), st.integers(0, 3)
+        ),
+        min_size=1,
+        max_size=12,
+    )
+)
 def test_critical_path_always_sums_to_window(ops):
     engine, sched = make()
     handles = []
     for index, (ticks, unit, background, ndeps) in enumerate(ops):
-        deps = handles[max(0, index - ndeps):index]
-        handles.append(sched.op(f"op{index}", "embedding" if unit == "mem" else "top_mlp", 0,
-                                unit, fixed(ticks), deps=deps, background=background))
+        deps = handles[max(0, index - ndeps) : index]
+        handles.append(
+            sched.op(
+                f"op{index}",
+                "embedding" if unit == "mem" else "top_mlp",
+                0,
+                unit,
+                fixed(ticks),
+                deps=deps,
+                background=background,
+            )
+        )
     engine.run()
     last = max(handles, key=lambda h: (h.record.end, h.record.uid))
     for window_start in (0, last.record.end // 2):

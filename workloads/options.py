@@ -42,29 +42,62 @@ class RunOptions:
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--system", default="cxl", choices=SYSTEMS,
-                        help="system configuration from the paper (default: cxl)")
+    parser.add_argument(
+        "--system",
+        default="cxl",
+        choices=SYSTEMS,
+        help="system configuration from the paper (default: cxl)",
+    )
     parser.add_argument("--model", default="rm1", help="model preset (rm1..rm4, ...)")
     parser.add_argument("--batches", type=int, default=10, help="training batches to run")
-    parser.add_argument("--batch-size", type=int, default=None,
-                        help="samples per batch (default: the model's documented default)")
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=None,
+        help="samples per batch (default: the model's documented default)",
+    )
     parser.add_argument("--seed", type=int, default=1, help="seed of inputs and weights")
     parser.add_argument("--outdir", default="m5out", help="output directory (default m5out)")
-    parser.add_argument("--set", dest="sets", action="append", default=[], metavar="PATH=VALUE",
-                        help="override a component parameter, e.g. "
-                             "board.cxl_mem.pmem.read_latency=400ns (repeatable)")
-    parser.add_argument("--functional", action="store_true",
-                        help="train with real DLRM numerics alongside the timing model")
-    parser.add_argument("--rows", type=int, default=None,
-                        help="cap on rows per embedding table (functional runs)")
-    parser.add_argument("--fail-at", action="append", default=[], metavar="TIME",
-                        help="inject a power failure at this simulated time (e.g. 3.2ms)")
-    parser.add_argument("--fail-random", type=int, default=0, metavar="K",
-                        help="inject K power failures at seeded random instants")
-    parser.add_argument("--pmem-image", default=None, metavar="PATH",
-                        help="file backing the PMEM image (functional runs)")
-    parser.add_argument("--no-progress", dest="progress", action="store_false",
-                        help="do not show a progress bar")
+    parser.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="PATH=VALUE",
+        help="override a component parameter, e.g. "
+        "board.cxl_mem.pmem.read_latency=400ns (repeatable)",
+    )
+    parser.add_argument(
+        "--functional",
+        action="store_true",
+        help="train with real DLRM numerics alongside the timing model",
+    )
+    parser.add_argument(
+        "--rows", type=int, default=None, help="cap on rows per embedding table (functional runs)"
+    )
+    parser.add_argument(
+        "--fail-at",
+        action="append",
+        default=[],
+        metavar="TIME",
+        help="inject a power failure at this simulated time (e.g. 3.2ms)",
+    )
+    parser.add_argument(
+        "--fail-random",
+        type=int,
+        default=0,
+        metavar="K",
+        help="inject K power failures at seeded random instants",
+    )
+    parser.add_argument(
+        "--pmem-image",
+        default=None,
+        metavar="PATH",
+        help="file backing the PMEM image (functional runs)",
+    )
+    parser.add_argument(
+        "--no-progress", dest="progress", action="store_false", help="do not show a progress bar"
+    )
 
 
 def options_from_args(args: argparse.Namespace) -> RunOptions:
@@ -82,11 +115,21 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         if not sep or not path.strip() or not value.strip():
             raise UsageError(f"--set expects PATH=VALUE, got {item!r}")
         sets.append((path.strip(), value.strip()))
-    return RunOptions(system=args.system, model=args.model, batches=args.batches,
-                      batch_size=args.batch_size, seed=args.seed, outdir=args.outdir,
-                      sets=sets, functional=args.functional, rows=args.rows,
-                      fail_at=list(args.fail_at), fail_random=args.fail_random,
-                      pmem_image=args.pmem_image, progress=args.progress)
+    return RunOptions(
+        system=args.system,
+        model=args.model,
+        batches=args.batches,
+        batch_size=args.batch_size,
+        seed=args.seed,
+        outdir=args.outdir,
+        sets=sets,
+        functional=args.functional,
+        rows=args.rows,
+        fail_at=list(args.fail_at),
+        fail_random=args.fail_random,
+        pmem_image=args.pmem_image,
+        progress=args.progress,
+    )
 
 
 def parse_run_options(argv: list[str] | None, prog: str, description: str) -> RunOptions:

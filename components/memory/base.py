@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from components.sim.params import ConfigError
+from components.sim.params import ConfigError, MemorySize
 from components.sim.simobject import SimObject
 from components.sim.units import TICKS_PER_SECOND
 
@@ -96,7 +96,15 @@ class MemoryDevice(SimObject):
     """Base of Pmem, Dram and Ssd. Subclasses declare the parameters used here:
     ``controllers, interleave, access_unit, buffer_lines, read_latency, write_latency,
     ctrl_read_bandwidth, ctrl_write_bandwidth, read_queue, write_queue,
-    read_energy, write_energy, static_power`` (energies per media byte)."""
+    read_energy, write_energy, module_capacity, module_idle_power`` (energies per media
+    byte). Static power follows the number of modules the stored data needs, so a
+    system that keeps the tables in DRAM pays for more DIMMs than one using PMEM."""
+
+    capacity = MemorySize(
+        "0B",
+        "bytes the device must hold (0: one module per controller)",
+        "set by the board from the tables and logs it places here",
+    )
 
     persist_domain = "adr"  # devices without a `domain` parameter persist at WPQ entry
 
@@ -111,9 +119,19 @@ class MemoryDevice(SimObject):
         self._pending_lines = np.zeros(0, dtype=np.int64)  # sorted lines still draining
         self._pending_done = np.zeros(0, dtype=np.int64)  # absolute tick each finishes
         self._drain_end = np.zeros(0, dtype=np.int64)  # per controller, absolute tick
+        self._read_end = np.zeros(0, dtype=np.int64)  # per controller, last read served
         self._controllers()
 
     # ----- analytical figures ---------------------------------------------------
+    @property
+    def modules(self) -> int:
+        """Modules installed: enough for the capacity, at least one per controller."""
+        return max(self.controllers, -(-self.capacity // self.module_capacity))
+
+    @property
+    def static_power(self) -> float:
+        return self.modules * self.module_idle_power
+
     @property
     def idle_read_latency(self) -> int:
         return self.read_latency
@@ -146,7 +164,10 @@ class MemoryDevice(SimObject):
         m_c = np.bincount(lines.ctrl, weights=~lines.hit, minlength=n)
         bytes_c = np.bincount(lines.ctrl, weights=media, minlength=n)
         span_c = _stream_span(bytes_c, m_c, lat, self.ctrl_read_bandwidth, self.read_queue)
-        base = max(float(span_c.max()), _window_span(addr.size, lat, window))
+        # reads of concurrent ops share each controller's read bandwidth in issue order
+        busy_c = np.where(m_c > 0, self._reads_backlog(now, n) + span_c, 0.0)
+        base = max(float(busy_c.max()), _window_span(addr.size, lat, window))
+        self._read_end[:n] = np.where(m_c > 0, now + np.ceil(busy_c), self._read_end[:n])
         ticks = base
         stalled, done = self._draining(lines, now)
         if stalled.any():
@@ -220,9 +241,8 @@ class MemoryDevice(SimObject):
             if f"ctrl{c}" not in self._children:
                 setattr(self, f"ctrl{c}", MemoryController())
         if self._drain_end.size < self.controllers:
-            grown = np.zeros(self.controllers, dtype=np.int64)
-            grown[: self._drain_end.size] = self._drain_end
-            self._drain_end = grown
+            self._drain_end = _grown(self._drain_end, self.controllers)
+            self._read_end = _grown(self._read_end, self.controllers)
         return [self._children[f"ctrl{c}"] for c in range(self.controllers)]
 
     def _check(
@@ -292,6 +312,10 @@ class MemoryDevice(SimObject):
         done = self._pending_done[idx]
         return (self._pending_lines[idx] == lines.line) & (done > now), done
 
+    def _reads_backlog(self, now: int, n: int) -> np.ndarray:
+        """Per controller, ticks of earlier ops' reads still being served at ``now``."""
+        return np.maximum(self._read_end[:n] - now, 0).astype(float)
+
     def _backlog(self, now: int, n: int) -> np.ndarray:
         """Per controller, ticks of earlier writes still draining at ``now``."""
         return np.maximum(self._drain_end[:n] - now, 0).astype(float)
@@ -308,6 +332,12 @@ class MemoryDevice(SimObject):
         ends = np.zeros(self.controllers, dtype=np.int64)
         np.maximum.at(ends, ctrl, done)
         self._drain_end = np.maximum(self._drain_end, ends)
+
+
+def _grown(values: np.ndarray, size: int) -> np.ndarray:
+    grown = np.zeros(size, dtype=np.int64)
+    grown[: values.size] = values
+    return grown
 
 
 def _stream_span(

@@ -43,8 +43,11 @@ class Dram(MemoryDevice):
         "power calculator); Li et al. MEMSYS'18 report I/O-dominated DDR4 energy",
     )
     write_energy = Energy("130pJ", "dynamic energy per media byte written", "as read_energy")
-    static_power = Power(
-        "4W",
-        "background + refresh power of the default 4x16 GB DIMMs",
+    module_capacity = MemorySize(
+        "16GiB", "capacity of one DIMM", "the paper's host: 4 x 16 GB DDR4 DIMMs"
+    )
+    module_idle_power = Power(
+        "1W",
+        "background + refresh power of one DIMM",
         "estimate: ~1 W per 16 GB DDR4 DIMM (Micron TN-40-07 IDD2N/IDD5 at 1.2 V)",
     )

@@ -70,8 +70,11 @@ class Pmem(MemoryDevice):
     write_energy = Energy(
         "4.8nJ", "dynamic energy per media byte written", "estimate: (15 W - 4 W) / 2.3 GB/s"
     )
-    static_power = Power(
-        "16W", "idle power of the 4 modules", "estimate: ~4 W idle per Optane module"
+    module_capacity = MemorySize(
+        "128GiB", "capacity of one PMEM module", "Intel Optane PMem 100: 128/256/512 GB modules"
+    )
+    module_idle_power = Power(
+        "4W", "idle power of one module", "estimate: ~4 W idle per Optane module (PMem 100 brief)"
     )
 
     @classmethod

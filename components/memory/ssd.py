@@ -45,7 +45,8 @@ class Ssd(MemoryDevice):
     write_energy = Energy(
         "20nJ", "dynamic energy per page byte written", "estimate: (22 W - 4 W) / 0.9 GB/s"
     )
-    static_power = Power("4W", "idle power", f"{_I750}: ~4 W idle")
+    module_capacity = MemorySize("800GB", "capacity of one SSD", _I750)
+    module_idle_power = Power("4W", "idle power of one SSD", f"{_I750}: ~4 W idle")
 
 
 class SsdWithCache(SimObject):

@@ -5,10 +5,10 @@ CXL-MEM engine, a link) that start when their dependencies have finished and the
 resource is free. Durations are computed when an op starts, because memory timing
 depends on what is in flight at that instant (read-after-write stalls).
 
-Background ops (checkpoint logging) run in chunks at low priority, so foreground
-work waits at most one chunk: the resource is shared the way a memory controller
-interleaves two request streams, and logging only delays training when it outlasts
-the idle time it is given.
+Background ops (checkpoint logging) queue behind foreground ops waiting for the same
+unit; an op that waits on a background op has that wait charged to the background
+op's category, which is how logging shows up as a stall only when it outlasts the
+time it was given.
 
 Every op records which event released it last (a dependency finishing, or the
 previous holder freeing the resource). Walking those links back from a batch's last
@@ -18,7 +18,7 @@ op yields the critical path used for the per-batch breakdown.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from components.sim.engine import Engine
 
@@ -40,7 +40,6 @@ class OpRecord:
     pred: int | None = None
     fg_pred: int | None = None
     background: bool = False
-    busy: list[tuple[int, int]] = field(default_factory=list)
 
 
 class SharedResource:
@@ -82,9 +81,8 @@ class Scheduler:
 
     FOREGROUND, BACKGROUND = 0, 1
 
-    def __init__(self, engine: Engine, background_chunks: int = 32) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self.background_chunks = background_chunks
         self.resources: dict[str, SharedResource] = {}
         self.records: list[OpRecord] = []
 
@@ -118,40 +116,18 @@ class Scheduler:
             record.fg_pred = _latest([d for d in deps if not d.record.background])
         record.ready = self.engine.now
         unit = self.resources[record.resource] if record.resource else None
-        if unit is None:
-            ticks = duration(self.engine.now)
-            record.start = self.engine.now
-            yield self.engine.timeout(ticks)
-        elif not record.background:
-            waited = yield unit.acquire(Scheduler.FOREGROUND)
+        priority = Scheduler.BACKGROUND if record.background else Scheduler.FOREGROUND
+        if unit is not None:
+            waited = yield unit.acquire(priority)
             if waited:
                 record.pred = unit.last_release_uid
-            record.start = self.engine.now
-            ticks = duration(self.engine.now)
-            yield self.engine.timeout(ticks)
-            record.busy.append((record.start, self.engine.now))
+        record.start = self.engine.now
+        ticks = duration(self.engine.now)
+        yield self.engine.timeout(ticks)
+        if unit is not None:
             unit.release(record.uid, ticks)
-        else:
-            yield from self._run_chunked(record, unit, duration)
         record.end = self.engine.now
         handle.done.succeed()
-
-    def _run_chunked(self, record: OpRecord, unit: SharedResource, duration: DurationFn):
-        remaining = 0
-        chunks = self.background_chunks
-        for index in range(chunks):
-            waited = yield unit.acquire(Scheduler.BACKGROUND)
-            if index == 0:
-                record.start = self.engine.now
-                remaining = duration(self.engine.now)
-                if waited:
-                    record.pred = unit.last_release_uid
-            piece = remaining // (chunks - index)
-            remaining -= piece
-            begin = self.engine.now
-            yield self.engine.timeout(piece)
-            record.busy.append((begin, self.engine.now))
-            unit.release(record.uid, piece)
 
 
 class Op:

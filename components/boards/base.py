@@ -1,0 +1,269 @@
+"""The training board: one batch's op graph mapped onto devices.
+
+Every system in the paper runs the same batch (bottom-MLP forward, embedding lookup,
+pooled vectors to the GPU, interaction + top MLP, gradients back, bottom-MLP backward,
+embedding update); systems differ only in where the embedding ops run, how data moves
+and how they checkpoint. ``TrainingBoard.issue_batch`` is that skeleton; subclasses
+override the small template methods below it, the way gem5's HighBandwidthMemory
+overrides two methods of ChanneledMemory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from components.compute.gpu import Gpu
+from components.compute.host import HostCpu
+from components.sim.engine import Engine
+from components.sim.params import Int
+from components.sim.schedule import Op, Scheduler
+from components.sim.simobject import SimObject
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Byte addresses of the regions in the device that holds the embedding tables."""
+
+    row_bytes: int
+    data_base: int
+    data_bytes: int
+    emb_log_base: int
+    emb_log_bytes: int
+    mlp_log_base: int
+    mlp_log_bytes: int
+    delta_base: int
+    flags_base: int
+
+    @property
+    def end(self) -> int:
+        return self.flags_base + 64
+
+    def row_addresses(self, rows: np.ndarray) -> np.ndarray:
+        return self.data_base + rows.astype(np.int64) * self.row_bytes
+
+
+@dataclass
+class BatchOps:
+    """The ops of one batch that later batches and the checkpoint policy refer to."""
+
+    batch: int
+    demand: object
+    lookup: Op
+    top_deps: list[Op]
+    top: Op
+    bottom_bwd: Op | None = None
+    update: Op | None = None
+    end: Op | None = None
+    extra: dict[str, Op] = field(default_factory=dict)
+
+
+class TrainingBoard(SimObject):
+    """Base of every system's board. Subclasses build their devices in __init__."""
+
+    system = "base"
+    index_bytes = Int(
+        4,
+        "bytes per sparse index sent each batch",
+        "assumption: int32 indices cover every table of RM1-RM4 (<= 2^31 rows)",
+        low=1,
+        high=8,
+    )
+
+    def __init__(self, **overrides) -> None:
+        super().__init__(**overrides)
+        object.__setattr__(self, "_name", "board")
+        self.gpu = Gpu()
+        self.host = HostCpu()
+        self.batchTicks = self.average("batchTicks", "mean time per batch", "Tick")
+        self.batches = self.scalar("batches", "batches completed", "Count")
+
+    # ----- wiring ---------------------------------------------------------------
+    def connect(self, engine: Engine, scheduler: Scheduler, spec, batch_size: int) -> None:
+        """Attach to an engine and lay out the model's tables and logs."""
+        object.__setattr__(self, "engine", engine)
+        object.__setattr__(self, "scheduler", scheduler)
+        object.__setattr__(self, "spec", spec)
+        object.__setattr__(self, "_history", [])
+        max_unique = min(spec.total_rows, batch_size * spec.num_tables * spec.lookups_per_table)
+        row_bytes = spec.row_bytes
+        data_bytes = spec.total_rows * row_bytes
+        emb_log_bytes = max_unique * (row_bytes + 8)
+        mlp_bytes = spec.mlp_param_bytes
+        mlp_base = data_bytes + emb_log_bytes
+        delta_base = mlp_base + mlp_bytes
+        layout = Layout(
+            row_bytes,
+            0,
+            data_bytes,
+            data_bytes,
+            emb_log_bytes,
+            mlp_base,
+            mlp_bytes,
+            delta_base,
+            delta_base + max_unique * row_bytes,
+        )
+        object.__setattr__(self, "layout", layout)
+        self.size_memories(layout)
+        for name in self.resources():
+            scheduler.resource(name)
+
+    def size_memories(self, layout: Layout) -> None:
+        """Give the table-holding device enough modules for the tables (and logs)."""
+        device = self.table_memory()
+        device.capacity = f"{layout.end}B"
+
+    def resources(self) -> tuple[str, ...]:
+        return ("gpu", self.embedding_resource, self.to_gpu_resource, self.to_mem_resource)
+
+    # ----- the batch skeleton ---------------------------------------------------------
+    def issue_batch(self, demand) -> BatchOps:
+        """Create every op of one batch; returns the handles later batches depend on."""
+        s = self.scheduler
+        n = demand.batch
+        prev = self._history[-1] if self._history else None
+        gate = self.next_batch_gate(prev)
+        kernels = demand.kernels
+        indices = s.op(
+            "indices",
+            "transfer",
+            n,
+            self.to_mem_resource,
+            lambda now: self.indices_ticks(demand),
+            deps=gate,
+        )
+        bottom_deps = list(gate) + ([prev.bottom_bwd] if prev else [])
+        bottom = s.op(
+            "bottom_fwd",
+            "bottom_mlp",
+            n,
+            "gpu",
+            lambda now: self.gpu.execute(kernels["bottom_fwd"]),
+            deps=bottom_deps,
+        )
+        lookup = s.op(
+            "lookup",
+            "embedding",
+            n,
+            self.embedding_resource,
+            lambda now: self.lookup_ticks(demand, now),
+            deps=[indices, *self.lookup_deps(prev)],
+        )
+        pooled_ready = self.pooled_ready(demand, lookup, prev)
+        to_gpu = s.op(
+            "pooled_to_gpu",
+            "transfer",
+            n,
+            self.to_gpu_resource,
+            lambda now: self.to_gpu_ticks(demand.lookup.pooled_bytes),
+            deps=[pooled_ready],
+        )
+        top_kernels = kernels["interaction_top_fwd"] + kernels["top_bwd_interaction"]
+        top = s.op(
+            "interaction_top",
+            "top_mlp",
+            n,
+            "gpu",
+            lambda now: self.gpu.execute(top_kernels),
+            deps=[bottom, to_gpu],
+        )
+        grads = s.op(
+            "grads_to_mem",
+            "transfer",
+            n,
+            self.to_mem_resource,
+            lambda now: self.to_mem_ticks(demand.lookup.grad_bytes),
+            deps=[top],
+        )
+        ops = BatchOps(n, demand, lookup, [bottom, to_gpu], top)
+        bottom_bwd = s.op(
+            "bottom_bwd",
+            "bottom_mlp",
+            n,
+            "gpu",
+            lambda now: self.gpu.execute(kernels["bottom_bwd"]),
+            deps=[top, *self.mlp_update_deps(ops, prev)],
+        )
+        ops.bottom_bwd = bottom_bwd
+        update = s.op(
+            "update",
+            "embedding",
+            n,
+            self.embedding_resource,
+            lambda now: self.update_ticks(demand, now),
+            deps=[grads, *self.update_deps(ops, prev)],
+        )
+        ops.update = update
+        closing = [update, bottom_bwd, *self.checkpoint(ops, prev)]
+        ops.end = s.op("batch_end", "idle", n, None, lambda now: 0, deps=closing)
+        self._history.append(ops)
+        if len(self._history) > 3:
+            self._history.pop(0)
+        return ops
+
+    # ----- template methods: placement and data movement ------------------------------
+    embedding_resource = "embedding"
+    to_gpu_resource = "link_to_gpu"
+    to_mem_resource = "link_to_mem"
+
+    def table_memory(self):
+        raise NotImplementedError
+
+    def indices_ticks(self, demand) -> int:
+        """Host sends the batch's sparse indices to whoever runs the lookup."""
+        return 0
+
+    def lookup_ticks(self, demand, now: int) -> int:
+        raise NotImplementedError
+
+    def update_ticks(self, demand, now: int) -> int:
+        raise NotImplementedError
+
+    def to_gpu_ticks(self, nbytes: int) -> int:
+        raise NotImplementedError
+
+    def to_mem_ticks(self, nbytes: int) -> int:
+        raise NotImplementedError
+
+    # ----- template methods: ordering and checkpointing ---------------------------------
+    def next_batch_gate(self, prev: BatchOps | None) -> list[Op]:
+        """Ops the next batch must wait for before it starts (a redo checkpoint)."""
+        return [prev.end] if prev is not None and prev.end is not None else []
+
+    def lookup_deps(self, prev: BatchOps | None) -> list[Op]:
+        """Strict ordering: a lookup reads the table after the previous update."""
+        return [prev.update] if prev is not None else []
+
+    def pooled_ready(self, demand, lookup: Op, prev: BatchOps | None) -> Op:
+        return lookup
+
+    def mlp_update_deps(self, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
+        return []
+
+    def update_deps(self, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
+        return []
+
+    def checkpoint(self, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
+        """Ops that persist this batch's state; the batch ends when they all have."""
+        return []
+
+    # ----- helpers for subclasses ------------------------------------------------------
+    def unique_addresses(self, demand) -> np.ndarray:
+        return self.layout.row_addresses(demand.lookup.unique_rows)
+
+    def lookup_addresses(self, demand) -> np.ndarray:
+        return self.layout.row_addresses(demand.lookup.rows)
+
+    def record_batch(self, ticks: int) -> None:
+        self.batchTicks.sample(ticks)
+        self.batches += 1
+
+
+def log_addresses(base: int, count: int, size: int) -> np.ndarray:
+    """Sequential log slots, as the checkpointing DMA writes them."""
+    return base + np.arange(count, dtype=np.int64) * size
+
+
+def index_payload(demand, index_bytes: int) -> int:
+    return int(demand.lookup.lookups) * index_bytes

@@ -1,0 +1,204 @@
+"""One training run: a model's batches on one system's board, timed and written out.
+
+The host side generates each batch's inputs just ahead of the simulated machine
+(batch N+1 is generated once batch N has started), so memory stays bounded by a few
+batches whatever --batches is. Outputs go to --outdir in gem5's layout.
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from components.boards import build_board
+from components.boards.base import TrainingBoard
+from components.energy import EnergyReport
+from components.sim.engine import Engine
+from components.sim.outputs import global_rows, write_outdir
+from components.sim.params import ConfigError
+from components.sim.schedule import Scheduler, critical_path
+from components.sim.units import UnitError, ticks_to_ms
+from workloads.inputs import InputGenerator
+from workloads.models import (
+    DEFAULT_BATCH_SIZE,
+    ModelSpec,
+    ModelSpecError,
+    UnknownModelError,
+    get_model,
+)
+from workloads.opgraph import build_demand
+from workloads.options import RunOptions, UsageError, parse_run_options
+from workloads.training import FunctionalTrainer
+
+BREAKDOWN = ("embedding", "transfer", "bottom_mlp", "top_mlp", "checkpoint")
+FUNCTIONAL_DEFAULT_ROWS = 100_000
+INPUT_ERRORS = (ConfigError, UnitError, UsageError, UnknownModelError, ModelSpecError)
+
+
+def resolve_spec(options: RunOptions) -> ModelSpec:
+    spec = get_model(options.model)
+    rows = options.rows or (FUNCTIONAL_DEFAULT_ROWS if options.functional else None)
+    return spec.capped(rows) if rows else spec
+
+
+def prepare(options: RunOptions) -> tuple[ModelSpec, int, TrainingBoard]:
+    """Resolve the model and build the board with every --set applied (no simulation)."""
+    spec = resolve_spec(options)
+    batch_size = options.batch_size or DEFAULT_BATCH_SIZE
+    board = build_board(options.system)
+    for path, value in options.sets:
+        board.set_by_path(path, value)
+    return spec, batch_size, board
+
+
+def validate(options: RunOptions) -> None:
+    """Raise the error a run with these options would stop on, without running it."""
+    prepare(options)
+
+
+def run_job(options: RunOptions) -> dict[str, Any]:
+    """Simulate one run and write its outputs; returns results.json's content."""
+    started = time.monotonic()
+    spec, batch_size, board = prepare(options)
+    engine = Engine()
+    scheduler = Scheduler(engine)
+    board.connect(engine, scheduler, spec, batch_size)
+    for path, value in options.sets:  # after connect, so user values win over sizing
+        board.set_by_path(path, value)
+    generator = InputGenerator(spec, batch_size, seed=options.seed)
+    trainer = (
+        FunctionalTrainer.create(spec, options.seed, relaxed=options.system == "cxl")
+        if options.functional
+        else None
+    )
+    ends = []
+    progress = tqdm(
+        total=options.batches,
+        desc=f"{options.system}/{options.model}",
+        unit="batch",
+        disable=not options.progress,
+        file=sys.stderr,
+        leave=False,
+    )
+
+    def host():
+        previous = None
+        for n in range(options.batches):
+            batch = generator.batch(n)
+            if trainer is not None:
+                trainer.step(batch)
+            ops = board.issue_batch(build_demand(spec, batch, n, previous))
+            ends.append(ops.end)
+            previous = batch
+            yield ops.lookup.done
+            progress.update(1)
+
+    engine.process(host())
+    engine.run()
+    progress.close()
+    results = summarize(options, spec, batch_size, board, scheduler, ends)
+    if trainer is not None:
+        results["train"] = {
+            "loss": [round(x, 7) for x in trainer.losses],
+            **trainer.evaluate(generator),
+        }
+    rows = global_rows(engine.now, time.monotonic() - started, _peak_memory())
+    rows += board.stat_rows()
+    config = {"options": _options_dict(options, spec, batch_size), "board": board.config()}
+    write_outdir(Path(options.outdir), rows, config, results, scheduler.records)
+    return results
+
+
+def summarize(
+    options: RunOptions,
+    spec: ModelSpec,
+    batch_size: int,
+    board: TrainingBoard,
+    scheduler: Scheduler,
+    ends: list,
+) -> dict[str, Any]:
+    """Per-batch windows between consecutive batch ends, their critical paths, energy."""
+    records = scheduler.records
+    windows, paths, start = [], [], 0
+    for op in ends:
+        end = op.record.end
+        windows.append(end - start)
+        paths.append(critical_path(records, op.record.uid, start))
+        board.record_batch(end - start)
+        start = end
+    steady = slice(1, None) if len(windows) > 1 else slice(None)
+    times = np.array(windows[steady], dtype=np.float64)
+    breakdown = {key: float(np.mean([p.get(key, 0) for p in paths[steady]])) for key in BREAKDOWN}
+    idle = float(np.mean([p.get("idle", 0) for p in paths[steady]]))
+    sim_ticks = ends[-1].record.end
+    energy = EnergyReport.build(board, sim_ticks).as_dict()
+    busy = {name: unit.busy_ticks / sim_ticks for name, unit in scheduler.resources.items()}
+    return {
+        "system": options.system,
+        "model": spec.name,
+        "batches": options.batches,
+        "batch_size": batch_size,
+        "seed": options.seed,
+        "batch_time_ms": {
+            "mean": _ms(times.mean()),
+            "p50": _ms(np.percentile(times, 50)),
+            "p99": _ms(np.percentile(times, 99)),
+        },
+        "breakdown_ms": {key: _ms(value) for key, value in breakdown.items()},
+        "idle_ms": _ms(idle),
+        "batch_times_ms": [_ms(w) for w in windows],
+        "steady_state_from_batch": 1 if len(windows) > 1 else 0,
+        "utilisation": {name: round(value, 6) for name, value in sorted(busy.items())},
+        "energy_j": _round_tree(energy),
+        "failure": None,
+    }
+
+
+def _ms(ticks: float) -> float:
+    return round(ticks_to_ms(float(ticks)), 6)
+
+
+def _round_tree(value):
+    if isinstance(value, dict):
+        return {key: _round_tree(item) for key, item in value.items()}
+    return round(float(value), 9)
+
+
+def _peak_memory() -> int:
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def _options_dict(options: RunOptions, spec: ModelSpec, batch_size: int) -> dict[str, Any]:
+    data = dict(vars(options))
+    data["sets"] = [f"{path}={value}" for path, value in options.sets]
+    data["batch_size"] = batch_size
+    data["rows_per_table"] = list(spec.rows_per_table)
+    return data
+
+
+def run_from_command_line(argv: list[str], prog: str) -> int:
+    """The CLI: one error line and exit 2 for bad input, never a traceback."""
+    try:
+        options = parse_run_options(argv, prog, "Simulate DLRM training on a TrainingCXL system.")
+        results = run_job(options)
+    except INPUT_ERRORS as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(
+            f"{prog}: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "),
+            file=sys.stderr,
+        )
+        return 2
+    mean = results["batch_time_ms"]["mean"]
+    print(
+        f"{results['system']} {results['model']}: {results['batches']} batches, "
+        f"{mean:.3f} ms/batch, {results['energy_j']['total']:.3f} J -> {options.outdir}"
+    )
+    return 0
