@@ -20,6 +20,7 @@ from workloads.options import RunOptions
 
 Report = Callable[[Outcome], None]
 PACKAGE_ROOTS = (Path(__file__).resolve().parents[2], Path(__file__).resolve().parents[1])
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 SUBMITIT_CLUSTERS = {"slurm": "slurm", "debug": "debug"}
 
 
@@ -27,6 +28,8 @@ def run_local(runs: list[RunOptions], workers: int, report: Report) -> None:
     """A spawn pool: workers never inherit the parent's threads or open files."""
     if not runs:
         return
+    for name in THREAD_VARIABLES:  # runs are the parallelism: one BLAS thread per worker
+        os.environ.setdefault(name, "1")
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=min(workers, len(runs)), mp_context=context) as pool:
         futures = {pool.submit(run_one, options): options for options in runs}
