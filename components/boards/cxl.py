@@ -50,7 +50,7 @@ class CxlDBoard(TrainingBoard):
     def resources(self) -> tuple[str, ...]:
         return (*super().resources(), self.checkpoint_resource)
 
-    def path(self, source: str, target: str) -> CxlPath:
+    def cxl_path(self, source: str, target: str) -> CxlPath:
         """Links and the switch between two of host, gpu and mem, in that direction."""
         port = {
             "host": (self.host_link, "up"),
@@ -65,7 +65,7 @@ class CxlDBoard(TrainingBoard):
     def indices_ticks(self, demand) -> int:
         """The host writes the batch's indices into CXL-MEM over CXL.io (MMIO)."""
         return mmio_write_ticks(
-            self.path("host", "mem"), index_payload(demand, self.index_bytes), record=True
+            self.cxl_path("host", "mem"), index_payload(demand, self.index_bytes), record=True
         )
 
     def lookup_ticks(self, demand, now: int) -> int:
@@ -78,15 +78,15 @@ class CxlDBoard(TrainingBoard):
 
     def to_gpu_ticks(self, nbytes: int) -> int:
         """CXL-MEM's DCOH flushes the reduced vectors into GPU memory."""
-        return self.cxl_mem.dcoh.flush_ticks(self.path("mem", "gpu"), nbytes, record=True)
+        return self.cxl_mem.dcoh.flush_ticks(self.cxl_path("mem", "gpu"), nbytes, record=True)
 
     def to_mem_ticks(self, nbytes: int) -> int:
         """The GPU's DCOH flushes the embedding gradients into CXL-MEM."""
-        return self.cxl_gpu.dcoh.flush_ticks(self.path("gpu", "mem"), nbytes, record=True)
+        return self.cxl_gpu.dcoh.flush_ticks(self.cxl_path("gpu", "mem"), nbytes, record=True)
 
     def pull_mlp_ticks(self, nbytes: int) -> int:
         """The checkpointing logic reads MLP parameters out of GPU memory over CXL.cache."""
-        return self.cxl_mem.dcoh.read_ticks(self.path("mem", "gpu"), nbytes, record=True)
+        return self.cxl_mem.dcoh.read_ticks(self.cxl_path("mem", "gpu"), nbytes, record=True)
 
     # ----- the logs --------------------------------------------------------------------
     def copy_rows_ticks(self, demand, now: int) -> int:
@@ -273,7 +273,7 @@ class CxlBoard(CxlBBoard):
         )
 
         def slice_ticks(now: int) -> int:
-            rate = min(self.path("mem", "gpu").bandwidth, self.pmem.write_bandwidth)
+            rate = min(self.cxl_path("mem", "gpu").bandwidth, self.pmem.write_bandwidth)
             moved = min(state["remaining"], int(rate * budget / 1e12))
             moved = max(moved, min(state["remaining"], 4096))
             pull = self.pull_mlp_ticks(moved)

@@ -60,7 +60,10 @@ class HostBoard(TrainingBoard):
 
 
 class RedoHostBoard(HostBoard):
-    """End-of-batch redo checkpoint: MLPs copied off the GPU, rows and MLPs persisted."""
+    """End-of-batch redo checkpoint: MLPs copied off the GPU, rows and MLPs persisted.
+
+    Software checkpoints once the training step has finished (update included), so
+    nothing of it overlaps the step, unlike CXL-D's hardware pull."""
 
     def checkpoint(self, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
         s, n, demand = self.scheduler, ops.batch, ops.demand
@@ -70,7 +73,7 @@ class RedoHostBoard(HostBoard):
             n,
             "pcie",
             lambda now: self._copy(demand.mlp_param_bytes, "up"),
-            deps=[ops.bottom_bwd],
+            deps=[ops.bottom_bwd, ops.update],
         )
         persist = s.op(
             "ckpt_persist",
@@ -83,13 +86,15 @@ class RedoHostBoard(HostBoard):
         return [persist]
 
     def persist_ticks(self, demand, now: int) -> int:
-        """Write the updated rows and the MLP parameters to the log region, durably."""
+        """Write the updated rows (one persist per vector) and the MLP parameters (one
+        persisted range) into the log region."""
         layout, row_bytes = self.layout, self.layout.row_bytes
         rows = log_addresses(layout.emb_log_base, len(demand.lookup.unique_rows), row_bytes)
         first = self.host.persist_rows(self.storage, rows, row_bytes, now).ticks
-        lines = -(-demand.mlp_param_bytes // 256)
-        mlp = log_addresses(layout.mlp_log_base, lines, 256)
-        return first + self.host.persist_rows(self.storage, mlp, 256, now + first).ticks
+        mlp = self.host.persist_region(
+            self.storage, layout.mlp_log_base, demand.mlp_param_bytes, now + first
+        )
+        return first + mlp.ticks
 
 
 class PmemBoard(RedoHostBoard):

@@ -57,14 +57,16 @@ class PcieBoard(TrainingBoard):
         return copy + self.cuda.sync_ticks(record=True)
 
     def checkpoint(self, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
+        """Software redo checkpoint after the step: MLPs GPU -> host, then DMA'd to the
+        card, whose log writes stream behind the incoming data."""
         s, n, demand = self.scheduler, ops.batch, ops.demand
         pull = s.op(
             "ckpt_mlp_pull",
             "checkpoint",
             n,
             "pcie",
-            lambda now: self.to_mem_ticks(demand.mlp_param_bytes),
-            deps=[ops.bottom_bwd],
+            lambda now: self._copy(self.pcie, demand.mlp_param_bytes, "up"),
+            deps=[ops.bottom_bwd, ops.update],
         )
         log = s.op(
             "ckpt_log",
@@ -72,17 +74,16 @@ class PcieBoard(TrainingBoard):
             n,
             "card.nmp",
             lambda now: self.redo_log_ticks(demand, now),
-            deps=[ops.update, pull],
+            deps=[pull],
         )
         return [log]
 
     def redo_log_ticks(self, demand, now: int) -> int:
-        """Copy the updated rows and write the pulled MLPs into the card's log region."""
-        layout = self.layout
+        """Copy the updated rows into the log, then receive and log the MLPs."""
+        layout, nbytes = self.layout, demand.mlp_param_bytes
         rows = self.unique_addresses(demand)
         copy = self.nmp.copy_rows(self.pmem, rows, layout.emb_log_base, layout.row_bytes, now)
-        self.nmp.start_mlp_log(demand.mlp_param_bytes)
-        mlp = self.nmp.write_log(
-            self.pmem, demand.mlp_param_bytes, layout.mlp_log_base, now + copy.ticks
-        )
-        return copy.ticks + mlp.ticks
+        self.nmp.start_mlp_log(nbytes)
+        inbound = self._copy(self.card_link, nbytes, "down")
+        mlp = self.nmp.write_log(self.pmem, nbytes, layout.mlp_log_base, now + copy.ticks)
+        return copy.ticks + max(inbound, mlp.ticks)

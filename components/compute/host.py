@@ -25,6 +25,9 @@ _OPT = "Intel 64 and IA-32 Architectures Optimization Reference Manual (Skylake 
 CACHE_LINE = 64
 
 
+COPY_CHUNK = 4096  # bytes per store stream of a large memcpy (one page)
+
+
 class HostCpu(SimObject):
     """i5-9600K defaults (the paper's host)."""
 
@@ -99,6 +102,15 @@ class HostCpu(SimObject):
         """Copy rows to a persistent log and flush them (the redo checkpoint's rows)."""
         write = device.write(addresses, row_bytes, now, self.outstanding(row_bytes))
         ticks = write.ticks + self._persist_ticks(device, write, len(addresses))
+        return self._done(ticks + self.op_overhead, (write,), 0.0)
+
+    def persist_region(self, device: MemoryDevice, base: int, nbytes: int, now: int) -> OpResult:
+        """Copy one contiguous buffer (the MLP parameters) to persistent memory and
+        persist it as PMDK's pmem_persist does for a range: clwb every line, one sfence."""
+        unit = COPY_CHUNK
+        lines = base + np.arange(-(-nbytes // unit), dtype=np.int64) * unit
+        write = device.write(lines, unit, now, self.outstanding(unit))
+        ticks = write.ticks + self._persist_ticks(device, write, self.rows_per_fence)
         return self._done(ticks + self.op_overhead, (write,), 0.0)
 
     def _persist_ticks(self, device: MemoryDevice, write: Access, rows: int) -> int:
