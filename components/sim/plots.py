@@ -1,0 +1,112 @@
+"""PNG plots of a run's outputs: the per-resource timeline and breakdown bars.
+
+Works from timeline.csv rows and results.json dictionaries, so the same functions
+plot one run (``--plot``) and a whole reproduction (scripts/reproduce_paper.py).
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+CATEGORY_COLORS = {
+    "embedding": "#4c72b0",
+    "transfer": "#dd8452",
+    "bottom_mlp": "#55a868",
+    "top_mlp": "#8172b3",
+    "checkpoint": "#c44e52",
+    "idle": "#bbbbbb",
+}
+BREAKDOWN = ("embedding", "transfer", "bottom_mlp", "top_mlp", "checkpoint")
+
+
+def read_timeline(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def draw_timeline(
+    ax, rows: Sequence[Mapping[str, str]], batches: Sequence[int], title: str
+) -> None:
+    """One lane per resource, one bar per op, coloured by category, hatched if background."""
+    chosen = [r for r in rows if int(r["batch"]) in batches and r["resource"] != "-"]
+    if not chosen:
+        return
+    origin = min(float(r["start_ms"]) for r in chosen)
+    lanes = sorted({r["resource"] for r in chosen})
+    for lane, resource in enumerate(lanes):
+        for r in (r for r in chosen if r["resource"] == resource):
+            start, end = float(r["start_ms"]) - origin, float(r["end_ms"]) - origin
+            ax.barh(
+                lane,
+                max(end - start, 1e-4),
+                left=start,
+                height=0.6,
+                color=CATEGORY_COLORS.get(r["category"], "#999999"),
+                hatch="//" if r["background"] == "1" else None,
+                edgecolor="black",
+                linewidth=0.3,
+            )
+    ax.set_yticks(range(len(lanes)), lanes, fontsize=7)
+    ax.set_xlabel("time (ms)")
+    ax.set_title(title, fontsize=9)
+
+
+def legend_handles():
+    return [
+        plt.Rectangle((0, 0), 1, 1, color=color, label=name)
+        for name, color in CATEGORY_COLORS.items()
+        if name != "idle"
+    ]
+
+
+def plot_timeline(
+    rows: Sequence[Mapping[str, str]], batches: Sequence[int], title: str, out: Path
+) -> None:
+    fig, ax = plt.subplots(figsize=(9, 3))
+    draw_timeline(ax, rows, batches, title)
+    fig.legend(handles=legend_handles(), loc="upper right", fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+
+
+def plot_breakdown(
+    results: Sequence[Mapping],
+    labels: Sequence[str],
+    title: str,
+    out: Path,
+    normalise_to: float | None = None,
+) -> None:
+    """Stacked bars of the critical-path breakdown (the paper's Figure 11 style)."""
+    fig, ax = plt.subplots(figsize=(max(4, 0.5 * len(labels) + 2), 3.5))
+    bottom = [0.0] * len(results)
+    for key in BREAKDOWN:
+        values = [r["breakdown_ms"][key] / (normalise_to or 1.0) for r in results]
+        ax.bar(range(len(results)), values, bottom=bottom, color=CATEGORY_COLORS[key], label=key)
+        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+    ax.set_xticks(range(len(labels)), labels, rotation=60, fontsize=7, ha="right")
+    ax.set_ylabel("normalised batch time" if normalise_to else "batch time (ms)")
+    ax.set_yscale("log" if max(bottom) / max(min(bottom), 1e-9) > 200 else "linear")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+
+
+def plot_bars(values: Mapping[str, float], title: str, ylabel: str, out: Path) -> None:
+    fig, ax = plt.subplots(figsize=(max(4, 0.5 * len(values) + 2), 3.5))
+    ax.bar(range(len(values)), list(values.values()), color="#4c72b0")
+    ax.set_xticks(range(len(values)), list(values), rotation=60, fontsize=7, ha="right")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
