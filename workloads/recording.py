@@ -1,0 +1,206 @@
+"""One stretch of training, timed and functional, recorded for the persistence model.
+
+``simulate`` runs batches [start, batches) on a fresh board from given weights and
+keeps what the failure model needs: per batch, the rows it updated with their old and
+new values and the MLPs before and after (``BatchFacts``); per op, its interval and
+the persist ticks of every device write it made (a tap on the table device).
+``build_journal`` turns that into timed PMEM writes through the system's protocol.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from components.boards import build_board
+from components.boards.base import TrainingBoard
+from components.persistence.image import ImageLayout, PmemImage
+from components.persistence.journal import Journal, Phase
+from components.persistence.protocols import PROTOCOLS, BatchFacts, Protocol
+from components.sim.engine import Engine
+from components.sim.schedule import OpRecord, Scheduler
+from workloads.dlrm import DLRM
+from workloads.inputs import InputGenerator
+from workloads.models import DEFAULT_BATCH_SIZE, ModelSpec, get_model
+from workloads.opgraph import build_demand
+from workloads.options import RunOptions
+from workloads.training import FunctionalTrainer
+
+DEFAULT_ROWS = 100_000  # as workloads/job.py's functional default
+
+
+class RecordingDLRM(DLRM):
+    """A DLRM that remembers each batch's row update and MLP parameters (in call order:
+    the k-th update belongs to the k-th batch of the stretch)."""
+
+    def __init__(self, spec: ModelSpec, **kwargs) -> None:
+        super().__init__(spec, **kwargs)
+        self.row_updates: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.mlp_states: list[np.ndarray] = []
+
+    def apply_rows(self, rows: np.ndarray, values: np.ndarray) -> None:
+        self.row_updates.append((rows.copy(), self.table[rows].copy(), values.copy()))
+        super().apply_rows(rows, values)
+
+    def apply_mlp(self, grads) -> None:
+        if not self.mlp_states:
+            self.mlp_states.append(self.mlp_flat())
+        super().apply_mlp(grads)
+        self.mlp_states.append(self.mlp_flat())
+
+
+class TapScheduler(Scheduler):
+    """A scheduler that knows which op is computing its duration, so the writes a
+    device sees can be charged to that op with their persist ticks."""
+
+    def __init__(self, engine: Engine) -> None:
+        super().__init__(engine)
+        self.current: int | None = None
+        self.writes: dict[int, list[tuple[int, np.ndarray]]] = defaultdict(list)
+
+    def op(self, name, category, batch, resource, duration, deps=(), background=False):
+        cell: list[int] = []
+
+        def traced(now: int) -> int:
+            self.current = cell[0]
+            try:
+                return duration(now)
+            finally:
+                self.current = None
+
+        handle = super().op(name, category, batch, resource, traced, deps, background)
+        cell.append(handle.record.uid)
+        return handle
+
+    def tap(self, device) -> None:
+        """Record every write the device accepts: (issue tick, absolute persist ticks)."""
+        write = device.write
+
+        def tapped(addresses, size, now, outstanding=None):
+            access = write(addresses, size, now, outstanding)
+            if self.current is not None and access.requests:
+                self.writes[self.current].append((now, now + access.persist_ticks))
+            return access
+
+        object.__setattr__(device, "write", tapped)
+
+
+@dataclass
+class Stretch:
+    """A simulated stretch of training and everything recorded about it."""
+
+    start: int
+    board: TrainingBoard
+    records: list[OpRecord]
+    writes: dict[int, list[tuple[int, np.ndarray]]]
+    facts: dict[int, BatchFacts]
+    model: RecordingDLRM
+    end_tick: int
+    losses: list[float] = field(default_factory=list)
+
+    def running(self, tick: int) -> list[OpRecord]:
+        """Ops in progress at ``tick`` (or the next to start when none is)."""
+        live = [r for r in self.records if r.start <= tick < r.end and r.resource]
+        if live:
+            return live
+        later = [r for r in self.records if r.start > tick]
+        return [min(later, key=lambda r: r.start)] if later else [self.records[-1]]
+
+
+def resolve(options: RunOptions) -> tuple[ModelSpec, int]:
+    spec = get_model(options.model)
+    return spec.capped(options.rows or DEFAULT_ROWS), options.batch_size or DEFAULT_BATCH_SIZE
+
+
+def make_board(options: RunOptions) -> TrainingBoard:
+    board = build_board(options.system)
+    for path, value in options.sets:
+        board.set_by_path(path, value)
+    return board
+
+
+def simulate(
+    options: RunOptions,
+    start: int = 0,
+    weights: tuple[np.ndarray, np.ndarray] | None = None,
+    lr: float = 0.1,
+) -> Stretch:
+    """Train batches [start, options.batches) from ``weights`` (table, MLPs), or from the
+    seeded initial weights, timed on a fresh board and recorded."""
+    spec, batch_size = resolve(options)
+    board = make_board(options)
+    engine = Engine()
+    scheduler = TapScheduler(engine)
+    board.connect(engine, scheduler, spec, batch_size)
+    for path, value in options.sets:
+        board.set_by_path(path, value)
+    scheduler.tap(board.table_memory())
+    model = RecordingDLRM(spec, lr=lr, seed=options.seed)
+    if weights is not None:
+        model.table[...] = weights[0]
+        model.load_mlp_flat(weights[1])
+    trainer = FunctionalTrainer(model, relaxed=options.system == "cxl")
+    generator = InputGenerator(spec, batch_size, seed=options.seed)
+
+    def host():
+        previous = generator.batch(start - 1) if start > 0 else None
+        for n in range(start, options.batches):
+            batch = generator.batch(n)
+            trainer.step(batch)
+            ops = board.issue_batch(build_demand(spec, batch, n, previous))
+            previous = batch
+            yield ops.lookup.done
+
+    engine.process(host())
+    engine.run()
+    trainer.flush()
+    facts = {
+        start + k: BatchFacts(rows, old, new, model.mlp_states[k], model.mlp_states[k + 1])
+        for k, (rows, old, new) in enumerate(model.row_updates)
+    }
+    records = scheduler.records
+    return Stretch(
+        start, board, records, scheduler.writes, facts, model, engine.now, trainer.losses
+    )
+
+
+def image_layout(options: RunOptions) -> ImageLayout:
+    spec, batch_size = resolve(options)
+    max_rows = min(spec.total_rows, batch_size * spec.num_tables * spec.lookups_per_table)
+    return ImageLayout(spec.total_rows, spec.embedding_dim, spec.mlp_param_count, max_rows)
+
+
+def initial_image(options: RunOptions, path: str | None = None) -> PmemImage:
+    """The image formatted with the seeded initial weights."""
+    spec, _ = resolve(options)
+    model = DLRM(spec, seed=options.seed)
+    return PmemImage.create(image_layout(options), model.table, model.mlp_flat(), path)
+
+
+def protocol_for(system: str, image: PmemImage) -> Protocol:
+    return PROTOCOLS[system](image)
+
+
+def build_journal(protocol: Protocol, stretch: Stretch, atomic: int | None = None) -> Journal:
+    """Timed PMEM writes of a stretch: each op's phases placed on its device writes when
+    they correspond one to one, otherwise spread over the op in issue order."""
+    journal = Journal() if atomic is None else Journal(atomic=atomic)
+    ops = [(r.name, r.batch, len(stretch.writes.get(r.uid, ()))) for r in stretch.records]
+    protocol.prepare(ops, stretch.facts)
+    for record in stretch.records:
+        facts = stretch.facts.get(record.batch)
+        if facts is None:
+            continue
+        accesses = stretch.writes.get(record.uid, [])
+        phases = protocol.phases(record.name, record.batch, facts, len(accesses))
+        if not phases:
+            continue
+        if len(accesses) == len(phases):
+            for phase, (now, persist) in zip(phases, accesses, strict=True):
+                journal.add_phase(phase, now, int(persist.max()), persist)
+        else:
+            merged = Phase([w for phase in phases for w in phase.writes])
+            journal.add_phase(merged, record.start, record.end, None)
+    return journal
