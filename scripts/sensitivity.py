@@ -1,0 +1,84 @@
+"""Sensitivity of the headline ratios to parameters the paper does not give.
+
+    python scripts/sensitivity.py --outdir sens [--batches 3]
+
+For each variant (one parameter changed on every board that has it), re-runs the
+systems the four headline ratios need on RM1-RM4 and prints a markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from reproduce_paper import PAPER, headline  # noqa: E402
+from tqdm import tqdm  # noqa: E402
+
+from workloads.job import prepare, run_job  # noqa: E402
+from workloads.options import RunOptions  # noqa: E402
+
+SYSTEMS = ("pmem", "pcie", "cxl-d", "cxl-b", "cxl")
+MODELS = ["rm1", "rm2", "rm3", "rm4"]
+# (label, parameter-name suffix to match on every board, value) or a batch size
+VARIANTS = [
+    ("defaults", None, None),
+    ("PMEM write bandwidth x2", "ctrl_write_bandwidth", "3.84GB/s"),
+    ("PMEM write bandwidth x0.5", "ctrl_write_bandwidth", "0.96GB/s"),
+    ("GPU GEMM efficiency 0.3", "gemm_efficiency", "0.3"),
+    ("cudaMemcpy overhead 20us", "memcpy_overhead", "20us"),
+    ("batch size 512", "batch_size", 512),
+]
+
+
+def sets_for(system: str, suffix: str, value: str) -> list[tuple[str, str]]:
+    """Every parameter path of the board ending in suffix that belongs to a PMEM/GPU/CUDA
+    component (so a PMEM bandwidth change leaves DRAM caches alone)."""
+    _, _, board = prepare(RunOptions(system=system))
+    paths = board.param_paths()
+    return [
+        (p, value)
+        for p, (obj, key) in paths.items()
+        if key == suffix and type(obj).__name__ in ("Pmem", "Gpu", "CudaRuntime")
+    ]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--outdir", default=None)
+    parser.add_argument("--batches", type=int, default=3)
+    args = parser.parse_args()
+    outdir = args.outdir or tempfile.mkdtemp(prefix="sensitivity-")
+    rows = []
+    for label, suffix, value in tqdm(VARIANTS, desc="variants", file=sys.stderr):
+        results = {}
+        for system in SYSTEMS:
+            for model in MODELS:
+                options = RunOptions(
+                    system=system,
+                    model=model,
+                    batches=args.batches,
+                    outdir=f"{outdir}/{len(rows)}/{system}-{model}",
+                    progress=False,
+                )
+                if suffix == "batch_size":
+                    options.batch_size = value
+                elif suffix:
+                    options.sets = sets_for(system, suffix, value)
+                results[system, model] = run_job(options)
+        rows.append((label, headline(results, MODELS)))
+    keys = list(PAPER)
+    print("| variant | " + " | ".join(keys) + " |")
+    print("|---|" + "---|" * len(keys))
+    print("| paper | " + " | ".join(PAPER[k] for k in keys) + " |")
+    for label, values in rows:
+        print(f"| {label} | " + " | ".join(values[k] for k in keys) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
