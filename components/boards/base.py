@@ -57,6 +57,7 @@ class BatchOps:
     update: Op | None = None
     end: Op | None = None
     extra: dict[str, Op] = field(default_factory=dict)
+    grads: Op | None = None
 
 
 class TrainingBoard(SimObject):
@@ -176,7 +177,7 @@ class TrainingBoard(SimObject):
             lambda now: self.to_mem_ticks(demand.lookup.grad_bytes),
             deps=[top],
         )
-        ops = BatchOps(n, demand, lookup, [bottom, to_gpu], top)
+        ops = BatchOps(n, demand, lookup, [bottom, to_gpu], top, grads=grads)
         bottom_bwd = s.op(
             "bottom_bwd",
             "bottom_mlp",

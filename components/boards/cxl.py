@@ -105,10 +105,10 @@ class CxlDBoard(TrainingBoard):
         flag = self.pmem.write(log_addresses(self.layout.flags_base, 1, 8), 8, now)
         return flag.ticks
 
-    def checkpoint(self, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
-        """Redo: after the update, log the updated rows and the MLPs pulled over CXL.cache.
-
-        The pull starts as soon as the GPU finishes backward, so it overlaps the update."""
+    def update_deps(self, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
+        """Redo: log the updated rows and the MLPs pulled over CXL.cache, set the flag,
+        then update in place (log before apply). The pull starts as soon as the GPU
+        finishes backward, overlapping the gradient transfer."""
         s, n, demand = self.scheduler, ops.batch, ops.demand
         nbytes = demand.mlp_param_bytes
         pull = s.op(
@@ -127,9 +127,7 @@ class CxlDBoard(TrainingBoard):
             return rows + mlp + self.flag_ticks(now + rows + mlp)
 
         return [
-            s.op(
-                "ckpt_log", "checkpoint", n, self.checkpoint_resource, log, deps=[ops.update, pull]
-            )
+            s.op("ckpt_log", "checkpoint", n, self.checkpoint_resource, log, deps=[ops.grads, pull])
         ]
 
 
@@ -148,9 +146,6 @@ class CxlBBoard(CxlDBoard):
     def next_batch_gate(self, prev: BatchOps | None) -> list[Op]:
         return []
 
-    def checkpoint(self, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
-        return []
-
     def mlp_update_deps(self, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
         """Start both undo logs once the lookup has read the batch's indices.
 
@@ -163,7 +158,10 @@ class CxlBBoard(CxlDBoard):
         return [ops.extra["emb_log"]]
 
     def embedding_log(self, ops: BatchOps, prev: BatchOps | None) -> Op:
+        """Slot N % 2 is reused only once batch N-1's checkpoint (both logs) is complete."""
         deps = [ops.lookup] + ([prev.update] if prev else [])
+        if prev is not None and "mlp_log" in prev.extra:
+            deps.append(prev.extra["mlp_log"])
         return self.scheduler.op(
             "emb_log",
             "checkpoint",

@@ -62,10 +62,12 @@ class HostBoard(TrainingBoard):
 class RedoHostBoard(HostBoard):
     """End-of-batch redo checkpoint: MLPs copied off the GPU, rows and MLPs persisted.
 
-    Software checkpoints once the training step has finished (update included), so
-    nothing of it overlaps the step, unlike CXL-D's hardware pull."""
+    Software checkpoints once the step's compute has finished (backward done, gradients
+    on the host), so nothing of it overlaps the step, unlike CXL-D's hardware pull. The
+    new rows are logged before they are written in place (log before apply), so a
+    failure during the update is repaired by replaying the log."""
 
-    def checkpoint(self, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
+    def update_deps(self, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
         s, n, demand = self.scheduler, ops.batch, ops.demand
         pull = s.op(
             "ckpt_mlp_pull",
@@ -73,7 +75,7 @@ class RedoHostBoard(HostBoard):
             n,
             "pcie",
             lambda now: self._copy(demand.mlp_param_bytes, "up"),
-            deps=[ops.bottom_bwd, ops.update],
+            deps=[ops.bottom_bwd, ops.grads],
         )
         persist = s.op(
             "ckpt_persist",
@@ -81,7 +83,7 @@ class RedoHostBoard(HostBoard):
             n,
             "host.cpu",
             lambda now: self.persist_ticks(demand, now),
-            deps=[ops.update, pull],
+            deps=[pull],
         )
         return [persist]
 

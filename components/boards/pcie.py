@@ -56,9 +56,10 @@ class PcieBoard(TrainingBoard):
         copy = self.cuda.memcpy_ticks(link, nbytes, direction, record=True)
         return copy + self.cuda.sync_ticks(record=True)
 
-    def checkpoint(self, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
-        """Software redo checkpoint after the step: MLPs GPU -> host, then DMA'd to the
-        card, whose log writes stream behind the incoming data."""
+    def update_deps(self, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
+        """Software redo checkpoint after the step's compute: MLPs GPU -> host, then DMA'd
+        to the card, whose log writes stream behind the incoming data; the rows are
+        updated in place only after the log (log before apply)."""
         s, n, demand = self.scheduler, ops.batch, ops.demand
         pull = s.op(
             "ckpt_mlp_pull",
@@ -66,7 +67,7 @@ class PcieBoard(TrainingBoard):
             n,
             "pcie",
             lambda now: self._copy(self.pcie, demand.mlp_param_bytes, "up"),
-            deps=[ops.bottom_bwd, ops.update],
+            deps=[ops.bottom_bwd, ops.grads],
         )
         log = s.op(
             "ckpt_log",
