@@ -24,6 +24,7 @@ from components.sim.outputs import global_rows, write_outdir
 from components.sim.params import ConfigError
 from components.sim.schedule import Scheduler, critical_path
 from components.sim.units import UnitError, ticks_to_ms
+from workloads.failures import failure_field
 from workloads.inputs import InputGenerator
 from workloads.models import (
     DEFAULT_BATCH_SIZE,
@@ -108,6 +109,8 @@ def run_job(options: RunOptions) -> dict[str, Any]:
             "loss": [round(x, 7) for x in trainer.losses],
             **trainer.evaluate(generator),
         }
+    if options.fail_at or options.fail_random or options.pmem_image:
+        results["failure"] = failure_field(options)
     rows = global_rows(engine.now, time.monotonic() - started, _peak_memory())
     rows += board.stat_rows()
     config = {"options": _options_dict(options, spec, batch_size), "board": board.config()}

@@ -79,9 +79,12 @@ def verdict(ref: Reference, rec: Recovery, gap_bound: int = 0) -> tuple[str, str
     return VIOLATION, f"MLPs match neither batch {rec.batch} nor a batch within {gap_bound}"
 
 
-def mlp_age_bound(copies: list[int], completed_at: list[int], last_batch: int) -> int:
+def mlp_age_bound(
+    copies: list[int], completed_at: list[int], last_batch: int, first: int = 0
+) -> int:
     """Largest possible MLP age of the relaxed log: from a copy's snapshot to the batch
-    in which the next copy completes (or the run's last batch), inclusive."""
-    starts = [0, *copies]
+    in which the next copy completes (or the run's last batch), inclusive. ``first``:
+    the batch of the MLPs the stretch started with (its fallback copy)."""
+    starts = [first, *copies]
     ends = [*completed_at, last_batch]
     return max((end - start + 1 for start, end in zip(starts, ends, strict=False)), default=0)

@@ -1,0 +1,143 @@
+"""Power failures injected into a run: cut, recover (timed), resume, judge.
+
+The failure-free run of the same options is simulated and recorded first; it is the
+reference. A failure at global tick T cuts the current stretch's journal at T, the
+system's recovery runs on the surviving image (itself interruptible: a failure during
+recovery keeps the prefix of its writes done by then, and recovery starts over), and
+training resumes from the recovered batch on a fresh board until the requested batch
+count or the next failure. Ticks are global: a resumed stretch starts at the tick its
+recovery finished.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from components.boards.base import TrainingBoard
+from components.persistence.image import PmemImage
+from components.persistence.protocols import PROTOCOLS, Recovery, RelaxedUndoProtocol
+from components.sim.units import TICKS_PER_SECOND, parse_time, ticks_to_ms
+from workloads.options import RunOptions, UsageError
+from workloads.oracle import Reference, mlp_age_bound, same_bits, verdict
+from workloads.recording import build_journal, initial_image, simulate
+
+
+def failure_ticks(options: RunOptions, horizon: int) -> list[int]:
+    """--fail-at instants (times or ticks) plus --fail-random K seeded ones in [0, horizon)."""
+    ticks = []
+    for text in options.fail_at:
+        try:
+            ticks.append(parse_time(text))
+        except ValueError as exc:
+            raise UsageError(f"--fail-at {text!r}: {exc}") from None
+    rng = np.random.default_rng([options.seed, 6])
+    ticks += rng.integers(1, max(horizon, 2), size=options.fail_random).tolist()
+    return sorted(int(t) for t in ticks)
+
+
+def recovery_cost(board: TrainingBoard, rec: Recovery) -> tuple[int, float]:
+    """Ticks and joules of a recovery: read flags and logs, write the rollback/replay,
+    move the MLPs to the GPU over the board's link, the table device at static power."""
+    device = board.table_memory()
+    media = getattr(device, "ssd", device)
+    ticks = device.idle_read_latency + rec.bytes_read * TICKS_PER_SECOND / device.read_bandwidth
+    if rec.writes:
+        ticks += device.idle_write_latency
+        ticks += rec.bytes_written * TICKS_PER_SECOND / device.write_bandwidth
+    ticks = int(np.ceil(ticks)) + board.to_gpu_ticks(rec.mlp.nbytes)
+    energy = rec.bytes_read * media.read_energy + rec.bytes_written * media.write_energy
+    energy += media.static_power * ticks / TICKS_PER_SECOND
+    return ticks, float(energy)
+
+
+def run_with_failures(options: RunOptions) -> list[dict[str, Any]]:
+    """Inject the requested failures; one results.json ``failure`` entry per failure."""
+    reference_run = simulate(options)
+    image = initial_image(options, options.pmem_image)
+    reference = Reference(image.table().copy(), image.mlp_record("base")[1])
+    reference.extend(reference_run.facts)
+    final_reference = (reference_run.model.table.copy(), reference_run.model.mlp_flat())
+    history = Reference(*reference.initial)
+    history.extend(reference_run.facts)
+    pending = failure_ticks(options, reference_run.end_tick)
+    stretch, offset, results, mlp_batch = reference_run, 0, [], 0
+    while True:
+        protocol = PROTOCOLS[options.system](image)
+        journal = build_journal(protocol, stretch).frozen()
+        bound = _gap_bound(protocol, options, mlp_batch)
+        if not pending or pending[0] >= offset + stretch.end_tick:
+            image.buf[:] = journal.image_at(image.buf, journal.end)
+            break
+        tick = pending.pop(0)
+        image.buf[:] = journal.image_at(image.buf, tick - offset)
+        running = stretch.running(tick - offset)
+        rec, recovery_ticks, energy, interrupted = _recover(
+            protocol, stretch.board, image, pending, tick
+        )
+        outcome, why = verdict(history, rec, bound)
+        crash_batch = min(r.batch for r in running)
+        results.append(
+            {
+                "tick": tick,
+                "time_ms": round(ticks_to_ms(tick), 6),
+                "batch": crash_batch,
+                "phase": ", ".join(sorted({f"{r.name}@{r.batch}" for r in running})),
+                "resume_batch": rec.batch,
+                "mlp_batch": rec.mlp_batch,
+                "batches_redone": max(crash_batch - rec.batch, 0),
+                "recovery_ms": round(ticks_to_ms(recovery_ticks), 6),
+                "recovery_energy_j": round(energy, 9),
+                "interrupted_recoveries": interrupted,
+                "verdict": outcome,
+                "detail": why,
+            }
+        )
+        offset, mlp_batch = tick + recovery_ticks, rec.mlp_batch
+        if rec.batch >= options.batches:
+            break
+        stretch = simulate(options, rec.batch, (rec.table, rec.mlp))
+        history.extend(stretch.facts)
+    final = stretch.model
+    exact_end = same_bits(final.table, final_reference[0]) and same_bits(
+        final.mlp_flat(), final_reference[1]
+    )
+    for entry in results:
+        entry["final_model_exact"] = exact_end
+    if isinstance(image.buf, np.memmap):
+        image.seal()
+    return results
+
+
+def _recover(protocol, board, image: PmemImage, pending: list[int], tick: int):
+    """Recover, starting over whenever a pending failure lands during recovery; the
+    writes done before that failure (a prefix, in order) stay in the image."""
+    interrupted, total_ticks, total_energy, now = 0, 0, 0.0, tick
+    while True:
+        rec = protocol.plan(image)
+        ticks, energy = recovery_cost(board, rec)
+        if pending and pending[0] < now + ticks:
+            cut = pending.pop(0)
+            done = len(rec.writes) * (cut - now) // max(ticks, 1)
+            for offset, data in rec.writes[:done]:
+                image.write(offset, data)
+            total_ticks += cut - now
+            total_energy += energy * (cut - now) / max(ticks, 1)
+            now, interrupted = cut, interrupted + 1
+            continue
+        return protocol.finish(image, rec), total_ticks + ticks, total_energy + energy, interrupted
+
+
+def _gap_bound(protocol, options: RunOptions, first: int) -> int:
+    if not isinstance(protocol, RelaxedUndoProtocol):
+        return 0
+    return mlp_age_bound(protocol.copies, protocol.completed_at, options.batches - 1, first)
+
+
+def failure_field(options: RunOptions) -> dict[str, Any] | list[dict[str, Any]] | None:
+    """results.json ``failure``: one dict for one failure, a list for several."""
+    entries = run_with_failures(options)
+    if not entries:
+        return None
+    return entries[0] if len(entries) == 1 else entries
