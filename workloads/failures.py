@@ -21,7 +21,7 @@ from components.persistence.protocols import PROTOCOLS, Recovery, RelaxedUndoPro
 from components.sim.units import TICKS_PER_SECOND, parse_time, ticks_to_ms
 from workloads.options import RunOptions, UsageError
 from workloads.oracle import Reference, mlp_age_bound, same_bits, verdict
-from workloads.recording import build_journal, initial_image, simulate
+from workloads.recording import Stretch, build_journal, initial_image, simulate
 
 
 def failure_ticks(options: RunOptions, horizon: int) -> list[int]:
@@ -54,7 +54,12 @@ def recovery_cost(board: TrainingBoard, rec: Recovery) -> tuple[int, float]:
 
 def run_with_failures(options: RunOptions) -> list[dict[str, Any]]:
     """Inject the requested failures; one results.json ``failure`` entry per failure."""
-    reference_run = simulate(options)
+    return inject(options)[0]
+
+
+def inject(options: RunOptions, lr: float = 0.1) -> tuple[list[dict[str, Any]], Stretch]:
+    """The failure entries and the last stretch (whose model is the final one)."""
+    reference_run = simulate(options, lr=lr)
     image = initial_image(options, options.pmem_image)
     reference = Reference(image.table().copy(), image.mlp_record("base")[1])
     reference.extend(reference_run.facts)
@@ -97,7 +102,7 @@ def run_with_failures(options: RunOptions) -> list[dict[str, Any]]:
         offset, mlp_batch = tick + recovery_ticks, rec.mlp_batch
         if rec.batch >= options.batches:
             break
-        stretch = simulate(options, rec.batch, (rec.table, rec.mlp))
+        stretch = simulate(options, rec.batch, (rec.table, rec.mlp), lr)
         history.extend(stretch.facts)
     final = stretch.model
     exact_end = same_bits(final.table, final_reference[0]) and same_bits(
@@ -107,7 +112,7 @@ def run_with_failures(options: RunOptions) -> list[dict[str, Any]]:
         entry["final_model_exact"] = exact_end
     if isinstance(image.buf, np.memmap):
         image.seal()
-    return results
+    return results, stretch
 
 
 def _recover(protocol, board, image: PmemImage, pending: list[int], tick: int):
