@@ -54,7 +54,7 @@ def gem5_durations(gem5: str, argv: list[str], outdir: str) -> dict[tuple[int, s
 
 def gem5_side(out: str, argv: list[str]) -> None:
     """Under gem5.opt: realize the memory ops and write their durations to out."""
-    from components.gem5 import run_under_gem5
+    from workloads.gem5_run import run_under_gem5
 
     options = parse_run_options(argv, PROG, __doc__)
     Path(out).write_text(json.dumps(run_under_gem5(options), indent=1) + "\n")

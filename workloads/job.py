@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
+from components import gem5
 from components.boards import build_board
 from components.boards.base import TrainingBoard
 from components.energy import EnergyReport
@@ -111,6 +112,10 @@ def run_job(options: RunOptions) -> dict[str, Any]:
         }
     if options.fail_at or options.fail_random or options.pmem_image:
         results["failure"] = failure_field(options)
+    if gem5.available():  # under gem5.opt: the memory ops again, timed by gem5
+        from workloads.gem5_run import run_under_gem5
+
+        results["gem5"] = run_under_gem5(options)
     rows = global_rows(engine.now, time.monotonic() - started, _peak_memory())
     rows += board.stat_rows()
     config = {"options": _options_dict(options, spec, batch_size), "board": board.config()}
