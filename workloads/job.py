@@ -120,7 +120,21 @@ def run_job(options: RunOptions) -> dict[str, Any]:
     rows += board.stat_rows()
     config = {"options": _options_dict(options, spec, batch_size), "board": board.config()}
     write_outdir(Path(options.outdir), rows, config, results, scheduler.records)
+    if options.plot:
+        plot_run(Path(options.outdir), results)
     return results
+
+
+def plot_run(outdir: Path, results: dict[str, Any]) -> None:
+    """timeline.png (the first three batches) and breakdown.png of one run."""
+    from components.sim import plots
+
+    title = f"{results['system']} / {results['model']}"
+    rows = plots.read_timeline(outdir / "timeline.csv")
+    plots.plot_timeline(rows, range(3), f"{title}: batches 0-2", outdir / "timeline.png")
+    plots.plot_breakdown(
+        [results], [title], "mean batch, critical-path breakdown", outdir / "breakdown.png"
+    )
 
 
 def summarize(

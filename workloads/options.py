@@ -39,6 +39,7 @@ class RunOptions:
     fail_random: int = 0
     pmem_image: str | None = None
     progress: bool = True
+    plot: bool = False
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
@@ -96,6 +97,9 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         help="file backing the PMEM image (functional runs)",
     )
     parser.add_argument(
+        "--plot", action="store_true", help="also write timeline.png and breakdown.png"
+    )
+    parser.add_argument(
         "--no-progress", dest="progress", action="store_false", help="do not show a progress bar"
     )
 
@@ -129,6 +133,7 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         fail_random=args.fail_random,
         pmem_image=args.pmem_image,
         progress=args.progress,
+        plot=args.plot,
     )
 
 
