@@ -26,10 +26,9 @@ from workloads.inputs import InputGenerator  # noqa: E402
 from workloads.metrics import evaluate  # noqa: E402
 from workloads.options import RunOptions  # noqa: E402
 from workloads.recording import resolve, simulate  # noqa: E402
-from workloads.training import EVAL_BATCH_OFFSET  # noqa: E402
+from workloads.training import DEFAULT_LR, EVAL_BATCH_OFFSET  # noqa: E402
 
 GAPS = (0, 1, 10, 100, 1000, 10000)
-LR = 0.01  # rmc1's 80-lookup bags diverge at the trainer's default 0.1
 
 
 def scores(options: RunOptions, model) -> dict[str, float]:
@@ -46,7 +45,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore", RuntimeWarning)
     base = dict(model="rmc1", rows=64, batch_size=16, batches=args.batches, seed=args.seed)
-    clean = simulate(RunOptions(system="cxl", progress=False, **base), lr=LR)
+    clean = simulate(RunOptions(system="cxl", progress=False, **base), lr=DEFAULT_LR)
     ref = scores(RunOptions(**base), clean.model)
     print(f"failure-free: log loss {ref['log_loss']:.6f}, AUC {ref['auc']:.6f}")
     print("| gap (batches) | MLP age at recovery | log loss | AUC | loss change % |")
@@ -57,7 +56,7 @@ def main(argv: list[str]) -> int:
     for gap in GAPS:
         system, sets = ("cxl-b", []) if gap == 0 else ("cxl", [("board.mlp_log_gap", str(gap))])
         options = RunOptions(system=system, sets=sets, fail_at=fail_at, progress=False, **base)
-        results, last = inject(options, LR)
+        results, last = inject(options, DEFAULT_LR)
         got = scores(options, last.model)
         ages = [e["resume_batch"] - e["mlp_batch"] for e in results]
         change = 100 * (got["log_loss"] - ref["log_loss"]) / ref["log_loss"]

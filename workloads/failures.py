@@ -22,6 +22,7 @@ from components.sim.units import TICKS_PER_SECOND, parse_time, ticks_to_ms
 from workloads.options import RunOptions, UsageError
 from workloads.oracle import Reference, mlp_age_bound, same_bits, verdict
 from workloads.recording import Stretch, build_journal, initial_image, simulate
+from workloads.training import DEFAULT_LR
 
 
 def failure_ticks(options: RunOptions, horizon: int) -> list[int]:
@@ -57,7 +58,7 @@ def run_with_failures(options: RunOptions) -> list[dict[str, Any]]:
     return inject(options)[0]
 
 
-def inject(options: RunOptions, lr: float = 0.1) -> tuple[list[dict[str, Any]], Stretch]:
+def inject(options: RunOptions, lr: float = DEFAULT_LR) -> tuple[list[dict[str, Any]], Stretch]:
     """The failure entries and the last stretch (whose model is the final one)."""
     reference_run = simulate(options, lr=lr)
     image = initial_image(options, options.pmem_image)
@@ -104,6 +105,10 @@ def inject(options: RunOptions, lr: float = 0.1) -> tuple[list[dict[str, Any]], 
             break
         stretch = simulate(options, rec.batch, (rec.table, rec.mlp), lr)
         history.extend(stretch.facts)
+    if pending:
+        end = ticks_to_ms(offset + stretch.end_tick)
+        late = ", ".join(f"{ticks_to_ms(t):g} ms" for t in pending)
+        raise UsageError(f"failure instant {late} is after the run ends at {end:g} ms")
     final = stretch.model
     exact_end = same_bits(final.table, final_reference[0]) and same_bits(
         final.mlp_flat(), final_reference[1]

@@ -26,7 +26,7 @@ from workloads.inputs import InputGenerator
 from workloads.models import DEFAULT_BATCH_SIZE, ModelSpec, get_model
 from workloads.opgraph import build_demand
 from workloads.options import RunOptions
-from workloads.training import FunctionalTrainer
+from workloads.training import DEFAULT_LR, FunctionalTrainer
 
 DEFAULT_ROWS = 100_000  # as workloads/job.py's functional default
 
@@ -125,7 +125,7 @@ def simulate(
     options: RunOptions,
     start: int = 0,
     weights: tuple[np.ndarray, np.ndarray] | None = None,
-    lr: float = 0.1,
+    lr: float = DEFAULT_LR,
 ) -> Stretch:
     """Train batches [start, options.batches) from ``weights`` (table, MLPs), or from the
     seeded initial weights, timed on a fresh board and recorded."""

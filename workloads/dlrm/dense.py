@@ -28,7 +28,7 @@ def mlp_forward(
         z = x @ w.T
         z += b
         if sigmoid_last and i == len(layers) - 1:
-            x = 1.0 / (1.0 + np.exp(-z))
+            x = sigmoid(z)
         else:
             x = np.maximum(z, 0.0, out=z)
     return x, inputs
@@ -77,3 +77,9 @@ def interact_backward(grad_r: np.ndarray, feats: np.ndarray) -> tuple[np.ndarray
     gz[:, li, lj] = grad_r[:, d:]
     gfeats = np.matmul(gz + gz.transpose(0, 2, 1), feats)
     return grad_r[:, :d] + gfeats[:, 0, :], gfeats[:, 1:, :].transpose(1, 0, 2)
+
+
+def sigmoid(z: np.ndarray) -> np.ndarray:
+    """Logistic function without overflow: exp of a non-positive number only."""
+    e = np.exp(-np.abs(z))
+    return np.where(z >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(z.dtype)
