@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from components.boards.base import BatchOps, TrainingBoard, index_payload, log_addresses
+from components.boards.base import BatchOps, index_payload, log_addresses
+from components.boards.near_memory import NearMemoryBoard
 from components.compute.nmp import NearMemoryEngine
 from components.interconnect.cxl import CxlLink, CxlPath, CxlSwitch, Type2Device, mmio_write_ticks
 from components.memory.pmem import Pmem
@@ -19,7 +20,7 @@ from components.sim.params import Int
 from components.sim.schedule import Op
 
 
-class CxlDBoard(TrainingBoard):
+class CxlDBoard(NearMemoryBoard):
     """CXL-D: near-memory embedding ops, automatic data movement, redo checkpoint."""
 
     system = "cxl-d"
@@ -44,9 +45,6 @@ class CxlDBoard(TrainingBoard):
     def nmp(self) -> NearMemoryEngine:
         return self.cxl_mem.nmp
 
-    def table_memory(self):
-        return self.pmem
-
     def resources(self) -> tuple[str, ...]:
         return (*super().resources(), self.checkpoint_resource)
 
@@ -67,14 +65,6 @@ class CxlDBoard(TrainingBoard):
         return mmio_write_ticks(
             self.cxl_path("host", "mem"), index_payload(demand, self.index_bytes), record=True
         )
-
-    def lookup_ticks(self, demand, now: int) -> int:
-        rows = self.lookup_addresses(demand)
-        return self.nmp.lookup(self.pmem, rows, self.layout.row_bytes, now).ticks
-
-    def update_ticks(self, demand, now: int) -> int:
-        rows = self.unique_addresses(demand)
-        return self.nmp.update(self.pmem, rows, self.layout.row_bytes, now).ticks
 
     def to_gpu_ticks(self, nbytes: int) -> int:
         """CXL-MEM's DCOH flushes the reduced vectors into GPU memory."""

@@ -8,14 +8,15 @@ the MLPs off the GPU the same way before the card logs them.
 
 from __future__ import annotations
 
-from components.boards.base import BatchOps, TrainingBoard, index_payload
+from components.boards.base import BatchOps, index_payload
+from components.boards.near_memory import NearMemoryBoard
 from components.compute.nmp import NearMemoryEngine
 from components.interconnect.pcie import CudaRuntime, PcieLink
 from components.memory.pmem import Pmem
 from components.sim.schedule import Op
 
 
-class PcieBoard(TrainingBoard):
+class PcieBoard(NearMemoryBoard):
     system = "pcie"
     embedding_resource = "card.nmp"
     to_gpu_resource = "pcie"
@@ -29,22 +30,11 @@ class PcieBoard(TrainingBoard):
         self.nmp = NearMemoryEngine()
         self.pmem = Pmem()
 
-    def table_memory(self):
-        return self.pmem
-
     def resources(self) -> tuple[str, ...]:
         return ("gpu", "card.nmp", "pcie")
 
     def indices_ticks(self, demand) -> int:
         return self._copy(self.card_link, index_payload(demand, self.index_bytes), "down")
-
-    def lookup_ticks(self, demand, now: int) -> int:
-        rows = self.lookup_addresses(demand)
-        return self.nmp.lookup(self.pmem, rows, self.layout.row_bytes, now).ticks
-
-    def update_ticks(self, demand, now: int) -> int:
-        rows = self.unique_addresses(demand)
-        return self.nmp.update(self.pmem, rows, self.layout.row_bytes, now).ticks
 
     def to_gpu_ticks(self, nbytes: int) -> int:
         return self._copy(self.card_link, nbytes, "up") + self._copy(self.pcie, nbytes, "down")
