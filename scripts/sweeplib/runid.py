@@ -2,7 +2,7 @@
 
 The id names the run's outdir, so re-running a sweep finds finished runs by hashing
 the same options again; anything that does not change the simulated result (outdir,
-progress bar) is left out of the hash.
+progress bar, PNG plots) is left out of the hash.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from workloads.models import DEFAULT_BATCH_SIZE
 from workloads.options import RunOptions
 
 ID_LENGTH = 12
-NOT_IDENTITY = ("outdir", "progress")
+NOT_IDENTITY = ("outdir", "progress", "plot")
 
 
 def canonical(options: RunOptions) -> dict[str, Any]:
