@@ -7,10 +7,16 @@ recovery keeps the prefix of its writes done by then, and recovery starts over),
 training resumes from the recovered batch on a fresh board until the requested batch
 count or the next failure. Ticks are global: a resumed stretch starts at the tick its
 recovery finished.
+
+The image can also outlive the process: with ``--halt-on-failure`` the run stops at its
+first failure and leaves ``--pmem-image`` exactly as the power cut left it; a later run
+given an existing image opens it (a corrupt or truncated file is an error), recovers
+from it, resumes, and is judged against the same reference.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,7 +27,13 @@ from components.persistence.protocols import PROTOCOLS, Recovery, RelaxedUndoPro
 from components.sim.units import TICKS_PER_SECOND, parse_time, ticks_to_ms
 from workloads.options import RunOptions, UsageError
 from workloads.oracle import Reference, mlp_age_bound, same_bits, verdict
-from workloads.recording import Stretch, build_journal, initial_image, simulate
+from workloads.recording import (
+    Stretch,
+    build_journal,
+    image_layout,
+    initial_image,
+    simulate,
+)
 from workloads.training import DEFAULT_LR
 
 
@@ -54,8 +66,51 @@ def recovery_cost(board: TrainingBoard, rec: Recovery) -> tuple[int, float]:
 
 
 def run_with_failures(options: RunOptions) -> list[dict[str, Any]]:
-    """Inject the requested failures; one results.json ``failure`` entry per failure."""
+    """Inject the requested failures; one results.json ``failure`` entry per failure.
+    An existing --pmem-image is recovered from first (power returning to a cut image)."""
+    if options.pmem_image and Path(options.pmem_image).exists():
+        return [resume_from_image(options)]
     return inject(options)[0]
+
+
+def resume_from_image(options: RunOptions, lr: float = DEFAULT_LR) -> dict[str, Any]:
+    """Recover the training state from an image left by an earlier process, resume to
+    options.batches, and judge the recovery and the final model against the reference."""
+    image = PmemImage.open(options.pmem_image)
+    if image.layout != image_layout(options):
+        raise UsageError(
+            f"PMEM image {options.pmem_image} was written by another model or batch size "
+            "than these options describe"
+        )
+    reference_run = simulate(options, lr=lr)
+    fresh = initial_image(options)
+    history = Reference(fresh.table().copy(), fresh.mlp_record("base")[1])
+    history.extend(reference_run.facts)
+    protocol = PROTOCOLS[options.system](image)
+    rec = protocol.recover(image)
+    ticks, energy = recovery_cost(reference_run.board, rec)
+    # an earlier process's MLP log history is unknown: any earlier boundary is accepted
+    outcome, why = verdict(history, rec, gap_bound=options.batches)
+    final = reference_run.model
+    if rec.batch < options.batches:
+        stretch = simulate(options, rec.batch, (rec.table, rec.mlp), lr)
+        journal = build_journal(PROTOCOLS[options.system](image), stretch).frozen()
+        image.buf[:] = journal.image_at(image.buf, journal.end)
+        final = stretch.model
+    image.seal()
+    exact_end = same_bits(final.table, reference_run.model.table) and same_bits(
+        final.mlp_flat(), reference_run.model.mlp_flat()
+    )
+    return {
+        "resumed_from": str(options.pmem_image),
+        "resume_batch": rec.batch,
+        "mlp_batch": rec.mlp_batch,
+        "recovery_ms": round(ticks_to_ms(ticks), 6),
+        "recovery_energy_j": round(energy, 9),
+        "verdict": outcome,
+        "detail": why,
+        "final_model_exact": exact_end,
+    }
 
 
 def inject(options: RunOptions, lr: float = DEFAULT_LR) -> tuple[list[dict[str, Any]], Stretch]:
@@ -79,6 +134,8 @@ def inject(options: RunOptions, lr: float = DEFAULT_LR) -> tuple[list[dict[str, 
         tick = pending.pop(0)
         image.buf[:] = journal.image_at(image.buf, tick - offset)
         running = stretch.running(tick - offset)
+        if options.halt_on_failure:
+            return [halted_entry(image, tick, running)], stretch
         rec, recovery_ticks, energy, interrupted = _recover(
             protocol, stretch.board, image, pending, tick
         )
@@ -118,6 +175,21 @@ def inject(options: RunOptions, lr: float = DEFAULT_LR) -> tuple[list[dict[str, 
     if isinstance(image.buf, np.memmap):
         image.seal()
     return results, stretch
+
+
+def halted_entry(image: PmemImage, tick: int, running) -> dict[str, Any]:
+    """The power stays off: the image keeps the cut state for a later process."""
+    if isinstance(image.buf, np.memmap):
+        image.buf.flush()
+    return {
+        "tick": tick,
+        "time_ms": round(ticks_to_ms(tick), 6),
+        "batch": min(r.batch for r in running),
+        "phase": ", ".join(sorted({f"{r.name}@{r.batch}" for r in running})),
+        "halted": True,
+        "image": image.path,
+        "verdict": None,
+    }
 
 
 def _recover(protocol, board, image: PmemImage, pending: list[int], tick: int):

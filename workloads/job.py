@@ -20,6 +20,7 @@ from components import gem5
 from components.boards import build_board
 from components.boards.base import TrainingBoard
 from components.energy import EnergyReport
+from components.persistence.image import CorruptImage
 from components.sim.engine import Engine
 from components.sim.outputs import global_rows, write_outdir
 from components.sim.params import ConfigError
@@ -40,7 +41,14 @@ from workloads.training import FunctionalTrainer
 
 BREAKDOWN = ("embedding", "transfer", "bottom_mlp", "top_mlp", "checkpoint")
 FUNCTIONAL_DEFAULT_ROWS = 100_000
-INPUT_ERRORS = (ConfigError, UnitError, UsageError, UnknownModelError, ModelSpecError)
+INPUT_ERRORS = (
+    ConfigError,
+    UnitError,
+    UsageError,
+    UnknownModelError,
+    ModelSpecError,
+    CorruptImage,
+)
 
 
 def resolve_spec(options: RunOptions) -> ModelSpec:

@@ -40,6 +40,7 @@ class RunOptions:
     pmem_image: str | None = None
     progress: bool = True
     plot: bool = False
+    halt_on_failure: bool = False
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
@@ -97,6 +98,12 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         help="file backing the PMEM image (functional runs)",
     )
     parser.add_argument(
+        "--halt-on-failure",
+        action="store_true",
+        help="stop at the first injected failure, leaving --pmem-image as the power cut left "
+        "it (a later run given that image recovers from it)",
+    )
+    parser.add_argument(
         "--plot", action="store_true", help="also write timeline.png and breakdown.png"
     )
     parser.add_argument(
@@ -111,6 +118,8 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         raise UsageError(f"--batch-size must be at least 1, got {args.batch_size}")
     if args.rows is not None and args.rows < 1:
         raise UsageError(f"--rows must be at least 1, got {args.rows}")
+    if args.halt_on_failure and not (args.pmem_image and (args.fail_at or args.fail_random)):
+        raise UsageError("--halt-on-failure needs --pmem-image and --fail-at or --fail-random")
     if args.fail_random < 0:
         raise UsageError(f"--fail-random must not be negative, got {args.fail_random}")
     sets = []
@@ -134,6 +143,7 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         pmem_image=args.pmem_image,
         progress=args.progress,
         plot=args.plot,
+        halt_on_failure=args.halt_on_failure,
     )
 
 

@@ -1,0 +1,125 @@
+"""A PMEM image outlives the process: halt at a power cut, recover in a later run."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CONFIG = Path(__file__).resolve().parents[1] / "configs" / "trainingcxl.py"
+SMALL = [
+    "--model",
+    "rmc1",
+    "--rows",
+    "64",
+    "--batch-size",
+    "8",
+    "--batches",
+    "6",
+    "--functional",
+    "--no-progress",
+]
+
+
+def run(args, outdir):
+    proc = subprocess.run(
+        [sys.executable, str(CONFIG), *SMALL, *args, "--outdir", str(outdir)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return proc
+
+
+@pytest.mark.parametrize("system", ["cxl-b", "pmem"])
+def test_halted_image_is_recovered_by_a_later_process(tmp_path, system):
+    image = tmp_path / "pmem.img"
+    cut = run(
+        ["--system", system, "--fail-at", "0.2ms", "--pmem-image", str(image), "--halt-on-failure"],
+        tmp_path / "cut",
+    )
+    assert cut.returncode == 0, cut.stderr
+    halted = json.loads((tmp_path / "cut" / "results.json").read_text())["failure"]
+    assert halted["halted"] and halted["tick"] == 200_000_000 and image.is_file()
+    back = run(["--system", system, "--pmem-image", str(image)], tmp_path / "back")
+    assert back.returncode == 0, back.stderr
+    resumed = json.loads((tmp_path / "back" / "results.json").read_text())["failure"]
+    assert resumed["verdict"] == "exact"
+    assert resumed["resume_batch"] <= halted["batch"]
+    assert resumed["final_model_exact"] is True
+
+
+@pytest.mark.parametrize(
+    ("damage", "needle"),
+    [
+        (lambda p: p.write_bytes(p.read_bytes()[:5000]), "truncated"),
+        (lambda p: p.write_bytes(b"garbage!" + p.read_bytes()[8:]), "bad magic"),
+        (lambda p: p.write_bytes(b""), "shorter than its header"),
+    ],
+)
+def test_corrupt_image_is_one_clear_error(tmp_path, damage, needle):
+    image = tmp_path / "pmem.img"
+    cut = run(
+        [
+            "--system",
+            "cxl-b",
+            "--fail-at",
+            "0.2ms",
+            "--pmem-image",
+            str(image),
+            "--halt-on-failure",
+        ],
+        tmp_path / "cut",
+    )
+    assert cut.returncode == 0, cut.stderr
+    damage(image)
+    proc = run(["--system", "cxl-b", "--pmem-image", str(image)], tmp_path / "back")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "corrupt PMEM image" in lines[0] and needle in lines[0]
+
+
+def test_image_of_another_configuration_is_refused(tmp_path):
+    image = tmp_path / "pmem.img"
+    assert (
+        run(
+            [
+                "--system",
+                "cxl-b",
+                "--fail-at",
+                "0.2ms",
+                "--pmem-image",
+                str(image),
+                "--halt-on-failure",
+            ],
+            tmp_path / "cut",
+        ).returncode
+        == 0
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(CONFIG),
+            "--model",
+            "rmc1",
+            "--rows",
+            "32",
+            "--batch-size",
+            "8",
+            "--batches",
+            "6",
+            "--functional",
+            "--no-progress",
+            "--system",
+            "cxl-b",
+            "--pmem-image",
+            str(image),
+            "--outdir",
+            str(tmp_path / "x"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 2 and "another model" in proc.stderr
