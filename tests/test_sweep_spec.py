@@ -110,7 +110,7 @@ set.board.gpu.peak_flops = ["10TFLOPS", "20TFLOPS"]
 
 def test_ids_are_stable_and_distinct(tmp_path):
     # A fixed expectation: ids name outdirs across sweeps, machines and releases.
-    assert run_id(RunOptions(system="cxl", model="rm3", batches=2, seed=1)) == "468218efafc3"
+    assert run_id(RunOptions(system="cxl", model="rm3", batches=2, seed=1)) == "d4ec0e3b3cf5"
     same = RunOptions(
         system="cxl",
         model="rm3",

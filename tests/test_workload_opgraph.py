@@ -20,9 +20,11 @@ def test_rm1_kernels_match_analytic_flops():
     assert sum(k.flops for k in d.kernels["bottom_fwd"]) == bottom
     fc1 = d.kernels["bottom_fwd"][1]
     assert fc1.bytes == 4 * (b * 8192 + 8192 * 2048 + b * 2048)
-    # backward: weight grads of all 3 layers, data grads of layers 2 and 3 only
-    bwd = sum(k.flops for k in d.kernels["bottom_bwd"])
-    assert bwd == bottom + 2 * b * (8192 * 2048 + 2048 * 32)
+    # backward: weight grads of all 3 layers, data grads of layers 2 and 3 only,
+    # then the SGD step over every MLP parameter (2 FLOPs, 12 bytes each)
+    *grads, step = d.kernels["bottom_bwd"]
+    assert sum(k.flops for k in grads) == bottom + 2 * b * (8192 * 2048 + 2048 * 32)
+    assert (step.flops, step.bytes) == (2 * spec.mlp_param_count, 12 * spec.mlp_param_count)
     f = 21
     inter = d.kernels["interaction_top_fwd"][0]
     assert inter.flops == 2 * b * f * f * 32

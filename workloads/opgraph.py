@@ -78,6 +78,13 @@ def _interaction(spec: ModelSpec, b: int) -> tuple[Kernel, Kernel]:
     return fwd, bwd
 
 
+def _optimizer_step(spec: ModelSpec) -> Kernel:
+    """SGD on every MLP parameter after backward: w -= lr * g reads w and g and writes
+    w (2 FLOPs, 12 bytes per parameter): bandwidth-bound on any GPU."""
+    params = spec.mlp_param_count
+    return Kernel("mlp_sgd_step", 2 * params, 3 * FLOAT_BYTES * params)
+
+
 def build_demand(
     spec: ModelSpec, batch: Batch, batch_index: int, previous_batch: Batch | None
 ) -> BatchDemand:
@@ -88,7 +95,7 @@ def build_demand(
         "bottom_fwd": _fwd("bottom_fc", spec.bottom_mlp, b),
         "interaction_top_fwd": [inter_fwd, *_fwd("top_fc", spec.top_widths, b)],
         "top_bwd_interaction": [*_bwd("top_fc", spec.top_widths, b, True), inter_bwd],
-        "bottom_bwd": _bwd("bottom_fc", spec.bottom_mlp, b, False),
+        "bottom_bwd": [*_bwd("bottom_fc", spec.bottom_mlp, b, False), _optimizer_step(spec)],
     }
     rows = batch.global_rows(spec.table_offsets)
     unique = np.unique(rows)

@@ -27,7 +27,13 @@ def canonical(options: RunOptions) -> dict[str, Any]:
     if data["batch_size"] is None:
         data["batch_size"] = DEFAULT_BATCH_SIZE
     data["sets"] = dict(sorted(dict(data["sets"]).items()))  # last --set of a path wins
-    return data
+    # an option that is off (False, None, empty) is absent: a new off-by-default option
+    # leaves every existing id unchanged
+    return {key: value for key, value in data.items() if not _absent(value)}
+
+
+def _absent(value: Any) -> bool:
+    return value is False or value is None or (isinstance(value, list | dict) and not value)
 
 
 def canonical_json(options: RunOptions) -> str:
