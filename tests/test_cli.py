@@ -50,6 +50,9 @@ def test_outputs_from_any_working_directory(tmp_path):
     assert int(stats["simTicks"]) > 0
     assert float(stats["simSeconds"]) == pytest.approx(int(stats["simTicks"]) / 1e12, rel=1e-5)
     assert int(stats["board.cxl_mem.pmem.ctrl0.bytesRead"]) > 0
+    assert int(stats["board.lookupsPerBatch"]) == 128 * 20 * 20  # rm3: 20 tables x 20 lookups
+    reuse = float(stats["board.reusedRows"]) / float(stats["board.uniqueRows"])
+    assert 0 < float(stats["board.reuseFraction"]) == pytest.approx(reuse, rel=1e-5)
     assert set(results["breakdown_ms"]) == {
         "embedding",
         "transfer",

@@ -79,6 +79,17 @@ class TrainingBoard(SimObject):
         self.host = HostCpu()
         self.batchTicks = self.average("batchTicks", "mean time per batch", "Tick")
         self.batches = self.scalar("batches", "batches completed", "Count")
+        self.lookupsPerBatch = self.average("lookupsPerBatch", "embedding lookups", "Count")
+        self.uniqueRows = self.average("uniqueRows", "distinct rows a batch touches", "Count")
+        self.reusedRows = self.average(
+            "reusedRows", "distinct rows also touched by the previous batch", "Count"
+        )
+        self.reuseFraction = self.formula(
+            "reuseFraction",
+            "share of a batch's distinct rows the previous batch touched (RAW candidates)",
+            "Ratio",
+            lambda: self.reusedRows.total / max(self.uniqueRows.total, 1),
+        )
 
     # ----- wiring ---------------------------------------------------------------
     def connect(self, engine: Engine, scheduler: Scheduler, spec, batch_size: int) -> None:
@@ -124,6 +135,10 @@ class TrainingBoard(SimObject):
         s = self.scheduler
         n = demand.batch
         prev = self._history[-1] if self._history else None
+        self.lookupsPerBatch.sample(demand.lookup.lookups)
+        if prev is not None:
+            self.uniqueRows.sample(len(demand.lookup.unique_rows))
+            self.reusedRows.sample(demand.lookup.reused_rows)
         gate = self.next_batch_gate(prev)
         kernels = demand.kernels
         indices = s.op(
