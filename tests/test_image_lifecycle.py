@@ -32,6 +32,17 @@ def run(args, outdir):
     return proc
 
 
+def cut_image(tmp_path, system="cxl-b"):
+    """Run until a power cut at 0.2 ms and leave the image as the cut left it."""
+    image = tmp_path / "pmem.img"
+    cut = run(
+        ["--system", system, "--fail-at", "0.2ms", "--pmem-image", str(image), "--halt-on-failure"],
+        tmp_path / "cut",
+    )
+    assert cut.returncode == 0, cut.stderr
+    return image, json.loads((tmp_path / "cut" / "results.json").read_text())["failure"]
+
+
 @pytest.mark.parametrize("system", ["cxl-b", "pmem"])
 def test_halted_image_is_recovered_by_a_later_process(tmp_path, system):
     image = tmp_path / "pmem.img"
