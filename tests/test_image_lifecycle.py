@@ -8,50 +8,42 @@ from pathlib import Path
 import pytest
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "trainingcxl.py"
-SMALL = [
-    "--model",
-    "rmc1",
-    "--rows",
-    "64",
-    "--batch-size",
-    "8",
-    "--batches",
-    "6",
-    "--functional",
-    "--no-progress",
-]
+SMALL = ["--rows", "64", "--batch-size", "8", "--batches", "6", "--functional", "--no-progress"]
 
 
-def run(args, outdir):
-    proc = subprocess.run(
-        [sys.executable, str(CONFIG), *SMALL, *args, "--outdir", str(outdir)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    return proc
+def run(args, outdir, model="rmc1", rows="64"):
+    small = [*SMALL[:1], rows, *SMALL[2:]]
+    command = [
+        sys.executable,
+        str(CONFIG),
+        "--model",
+        model,
+        *small,
+        *args,
+        "--outdir",
+        str(outdir),
+    ]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300)
 
 
 def cut_image(tmp_path, system="cxl-b"):
     """Run until a power cut at 0.2 ms and leave the image as the cut left it."""
     image = tmp_path / "pmem.img"
-    cut = run(
-        ["--system", system, "--fail-at", "0.2ms", "--pmem-image", str(image), "--halt-on-failure"],
-        tmp_path / "cut",
-    )
+    args = ["--system", system, "--fail-at", "0.2ms", "--pmem-image", str(image)]
+    cut = run([*args, "--halt-on-failure"], tmp_path / "cut")
     assert cut.returncode == 0, cut.stderr
     return image, json.loads((tmp_path / "cut" / "results.json").read_text())["failure"]
 
 
+def one_line_error(proc, needle):
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], proc.stderr
+
+
 @pytest.mark.parametrize("system", ["cxl-b", "pmem"])
 def test_halted_image_is_recovered_by_a_later_process(tmp_path, system):
-    image = tmp_path / "pmem.img"
-    cut = run(
-        ["--system", system, "--fail-at", "0.2ms", "--pmem-image", str(image), "--halt-on-failure"],
-        tmp_path / "cut",
-    )
-    assert cut.returncode == 0, cut.stderr
-    halted = json.loads((tmp_path / "cut" / "results.json").read_text())["failure"]
+    image, halted = cut_image(tmp_path, system)
     assert halted["halted"] and halted["tick"] == 200_000_000 and image.is_file()
     back = run(["--system", system, "--pmem-image", str(image)], tmp_path / "back")
     assert back.returncode == 0, back.stderr
@@ -70,67 +62,14 @@ def test_halted_image_is_recovered_by_a_later_process(tmp_path, system):
     ],
 )
 def test_corrupt_image_is_one_clear_error(tmp_path, damage, needle):
-    image = tmp_path / "pmem.img"
-    cut = run(
-        [
-            "--system",
-            "cxl-b",
-            "--fail-at",
-            "0.2ms",
-            "--pmem-image",
-            str(image),
-            "--halt-on-failure",
-        ],
-        tmp_path / "cut",
-    )
-    assert cut.returncode == 0, cut.stderr
+    image, _ = cut_image(tmp_path)
     damage(image)
     proc = run(["--system", "cxl-b", "--pmem-image", str(image)], tmp_path / "back")
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "corrupt PMEM image" in lines[0] and needle in lines[0]
+    one_line_error(proc, "corrupt PMEM image")
+    assert needle in proc.stderr
 
 
 def test_image_of_another_configuration_is_refused(tmp_path):
-    image = tmp_path / "pmem.img"
-    assert (
-        run(
-            [
-                "--system",
-                "cxl-b",
-                "--fail-at",
-                "0.2ms",
-                "--pmem-image",
-                str(image),
-                "--halt-on-failure",
-            ],
-            tmp_path / "cut",
-        ).returncode
-        == 0
-    )
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(CONFIG),
-            "--model",
-            "rmc1",
-            "--rows",
-            "32",
-            "--batch-size",
-            "8",
-            "--batches",
-            "6",
-            "--functional",
-            "--no-progress",
-            "--system",
-            "cxl-b",
-            "--pmem-image",
-            str(image),
-            "--outdir",
-            str(tmp_path / "x"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 2 and "another model" in proc.stderr
+    image, _ = cut_image(tmp_path)
+    proc = run(["--system", "cxl-b", "--pmem-image", str(image)], tmp_path / "x", rows="32")
+    one_line_error(proc, "another model")
