@@ -71,5 +71,5 @@ def test_corrupt_image_is_one_clear_error(tmp_path, damage, needle):
 
 def test_image_of_another_configuration_is_refused(tmp_path):
     image, _ = cut_image(tmp_path)
-    proc = run(["--system", "cxl-b", "--pmem-image", str(image)], tmp_path / "x", rows="32")
+    proc = run(["--system", "cxl-b", "--pmem-image", str(image)], tmp_path / "x", rows=32)
     one_line_error(proc, "another model")
