@@ -8,21 +8,12 @@ from pathlib import Path
 import pytest
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "trainingcxl.py"
-SMALL = ["--rows", "64", "--batch-size", "8", "--batches", "6", "--functional", "--no-progress"]
+SMALL = ["--model", "rmc1", "--batch-size", "8", "--batches", "6", "--functional", "--no-progress"]
 
 
-def run(args, outdir, model="rmc1", rows="64"):
-    small = [*SMALL[:1], rows, *SMALL[2:]]
-    command = [
-        sys.executable,
-        str(CONFIG),
-        "--model",
-        model,
-        *small,
-        *args,
-        "--outdir",
-        str(outdir),
-    ]
+def run(args, outdir, rows=64):
+    command = [sys.executable, str(CONFIG), *SMALL, "--rows", str(rows), *args]
+    command += ["--outdir", str(outdir)]
     return subprocess.run(command, capture_output=True, text=True, timeout=300)
 
 
@@ -71,5 +62,5 @@ def test_corrupt_image_is_one_clear_error(tmp_path, damage, needle):
 
 def test_image_of_another_configuration_is_refused(tmp_path):
     image, _ = cut_image(tmp_path)
-    proc = run(["--system", "cxl-b", "--pmem-image", str(image)], tmp_path / "x", rows=32)
+    proc = run(["--system", "cxl-b", "--pmem-image", str(image)], tmp_path / "x", 32)
     one_line_error(proc, "another model")
