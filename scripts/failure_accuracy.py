@@ -23,6 +23,8 @@ import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from tqdm import tqdm  # noqa: E402
+
 from workloads.failures import inject  # noqa: E402
 from workloads.inputs import InputGenerator  # noqa: E402
 from workloads.metrics import evaluate  # noqa: E402
@@ -64,7 +66,7 @@ def main(argv: list[str]) -> int:
     fail_at = [
         str(clean.end_tick * (k + 1) * 4 // (5 * args.failures)) for k in range(args.failures)
     ]
-    for gap in GAPS:
+    for gap in tqdm(GAPS, desc="MLP-log gaps", file=sys.stderr, leave=False):
         system, sets = ("cxl-b", []) if gap == 0 else ("cxl", [("board.mlp_log_gap", str(gap))])
         options = RunOptions(system=system, sets=sets, fail_at=fail_at, progress=False, **base)
         results, last = inject(options, DEFAULT_LR)

@@ -8,10 +8,12 @@ the result with the failure-free reference states.
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
+from tqdm import tqdm
 
 from components.persistence.image import CorruptImage, PmemImage
 from components.persistence.protocols import PROTOCOLS, Protocol, RelaxedUndoProtocol
@@ -65,7 +67,15 @@ def crashcheck(
         points = np.sort(rng.choice(points, size=sample, replace=False))
     started = time.perf_counter()
     running, applied = base.buf.copy(), 0
-    for tick in points.tolist():
+    progress = tqdm(
+        points.tolist(),
+        desc=f"crash states {options.system}",
+        unit="state",
+        file=sys.stderr,
+        disable=not options.progress,
+        leave=False,
+    )
+    for tick in progress:
         count = journal.durable_count(tick)
         journal.apply_range(running, applied, count)
         applied = count
