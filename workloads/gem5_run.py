@@ -16,6 +16,8 @@ from workloads.job import prepare
 from workloads.opgraph import build_demand
 from workloads.options import RunOptions
 
+START_TICK = 1000  # 1 ns
+
 
 def run_under_gem5(options: RunOptions) -> dict[str, Any]:
     """Run the memory ops of ``options.batches`` batches in gem5, one op at a time.
@@ -35,6 +37,9 @@ def run_under_gem5(options: RunOptions) -> dict[str, Any]:
         board.set_by_path(path, value)
     sim = build(board)
     m5.instantiate()
+    # a generator whose first packet is refused at tick 0 trips gem5's retry assertion
+    # (BaseTrafficGen uses retryPktTick == 0 as "no retry"): start off tick 0
+    m5.simulate(START_TICK)
     runner = Gem5Runner(sim)
     inputs = InputGenerator(spec, batch_size, seed=options.seed)
     ops, failure, previous = [], None, None

@@ -103,18 +103,20 @@ class TrainingBoard(SimObject):
         data_bytes = spec.total_rows * row_bytes
         emb_log_bytes = max_unique * (row_bytes + 8)
         mlp_bytes = spec.mlp_param_bytes
-        mlp_base = data_bytes + emb_log_bytes
-        delta_base = mlp_base + mlp_bytes
+        emb_log_base = page_aligned(data_bytes)
+        mlp_base = page_aligned(emb_log_base + emb_log_bytes)
+        delta_base = page_aligned(mlp_base + mlp_bytes)
+        flags_base = page_aligned(delta_base + max_unique * row_bytes)
         layout = Layout(
             row_bytes,
             0,
             data_bytes,
-            data_bytes,
+            emb_log_base,
             emb_log_bytes,
             mlp_base,
             mlp_bytes,
             delta_base,
-            delta_base + max_unique * row_bytes,
+            flags_base,
         )
         object.__setattr__(self, "layout", layout)
         self.size_memories(layout)
@@ -274,6 +276,13 @@ class TrainingBoard(SimObject):
     def record_batch(self, ticks: int) -> None:
         self.batchTicks.sample(ticks)
         self.batches += 1
+
+
+PAGE = 4096  # regions start on page boundaries, as an allocator would place them
+
+
+def page_aligned(offset: int) -> int:
+    return -(-offset // PAGE) * PAGE
 
 
 def log_addresses(base: int, count: int, size: int) -> np.ndarray:

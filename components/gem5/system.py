@@ -85,7 +85,7 @@ def _pmem_ctrls(m5o, pmem, base: int, need: int):
     nvm["device_size"] = f"{size // pmem.controllers}B"
     ctrls = []
     for spec in tr.interleaved_ranges(base, size, pmem.controllers, pmem.interleave):
-        intf = m5o.NVMInterface(**nvm)
+        intf = m5o.NVM_2400_1x64(**nvm)  # the preset supplies tCK, tCS, tWTR, tRTW
         intf.range = m5o.AddrRange(**spec.kwargs())
         ctrls.append(m5o.MemCtrl(dram=intf))
     return ctrls, size, nvm["banks_per_rank"]
