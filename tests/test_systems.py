@@ -44,8 +44,9 @@ def batch_ms(runs, system, model):
 def test_systems_are_ordered_as_in_the_paper(runs, model):
     times = [batch_ms(runs, system, model) for system in ORDER]
     assert times == sorted(times, reverse=True), dict(zip(ORDER, times, strict=True))
-    # SSD is slower than PMEM by orders of magnitude
-    assert times[0] > 30 * times[1]
+    # SSD is slower than PMEM by at least an order of magnitude everywhere, and by two on
+    # the embedding-intensive models (MLP checkpoints narrow the gap on RM3/RM4)
+    assert times[0] > (100 if model in ("rm1", "rm2") else 10) * times[1]
 
 
 @pytest.mark.parametrize("model", MODELS)
