@@ -25,18 +25,19 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from tqdm import tqdm  # noqa: E402
 
+from workloads.configure import resolve_functional  # noqa: E402
 from workloads.failures import inject  # noqa: E402
 from workloads.inputs import InputGenerator  # noqa: E402
 from workloads.metrics import evaluate  # noqa: E402
 from workloads.options import RunOptions  # noqa: E402
-from workloads.recording import resolve, simulate  # noqa: E402
+from workloads.recording import simulate  # noqa: E402
 from workloads.training import DEFAULT_LR, EVAL_BATCH_OFFSET  # noqa: E402
 
 GAPS = (0, 1, 10, 100, 1000, 10000)
 
 
 def scores(options: RunOptions, model) -> dict[str, float]:
-    spec, batch_size = resolve(options)
+    spec, batch_size = resolve_functional(options)
     held_out = InputGenerator(spec, batch_size, seed=options.seed).batches(16, EVAL_BATCH_OFFSET)
     return evaluate(model, held_out)
 

@@ -11,8 +11,8 @@ from typing import Any
 from components.gem5.ops import batch_ops
 from components.sim.engine import Engine
 from components.sim.schedule import Scheduler
+from workloads.configure import batch_size_of, connected_board, resolve_spec
 from workloads.inputs import InputGenerator
-from workloads.job import prepare
 from workloads.opgraph import build_demand
 from workloads.options import RunOptions
 
@@ -30,11 +30,9 @@ def run_under_gem5(options: RunOptions) -> dict[str, Any]:
     from components.gem5.runner import Gem5Runner, PowerFailure
     from components.gem5.system import build
 
-    spec, batch_size, board = prepare(options)
+    spec, batch_size = resolve_spec(options), batch_size_of(options)
     engine = Engine()
-    board.connect(engine, Scheduler(engine), spec, batch_size)
-    for path, value in options.sets:
-        board.set_by_path(path, value)
+    board = connected_board(options, spec, batch_size, engine, Scheduler(engine))
     sim = build(board)
     m5.instantiate()
     # a generator whose first packet is refused at tick 0 trips gem5's retry assertion

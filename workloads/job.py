@@ -17,7 +17,6 @@ import numpy as np
 from tqdm import tqdm
 
 from components import gem5
-from components.boards import build_board
 from components.boards.base import TrainingBoard
 from components.energy import EnergyReport
 from components.persistence.image import CorruptImage
@@ -26,21 +25,19 @@ from components.sim.outputs import global_rows, write_outdir
 from components.sim.params import ConfigError
 from components.sim.schedule import Scheduler, critical_path
 from components.sim.units import UnitError, ticks_to_ms
+from workloads.configure import batch_size_of, connected_board, prepare, resolve_spec
 from workloads.failures import failure_field
 from workloads.inputs import InputGenerator
 from workloads.models import (
-    DEFAULT_BATCH_SIZE,
     ModelSpec,
     ModelSpecError,
     UnknownModelError,
-    get_model,
 )
 from workloads.opgraph import build_demand
 from workloads.options import RunOptions, UsageError, parse_run_options
 from workloads.training import FunctionalTrainer
 
 BREAKDOWN = ("embedding", "transfer", "bottom_mlp", "top_mlp", "checkpoint")
-FUNCTIONAL_DEFAULT_ROWS = 100_000
 INPUT_ERRORS = (
     ConfigError,
     UnitError,
@@ -51,22 +48,6 @@ INPUT_ERRORS = (
 )
 
 
-def resolve_spec(options: RunOptions) -> ModelSpec:
-    spec = get_model(options.model)
-    rows = options.rows or (FUNCTIONAL_DEFAULT_ROWS if options.functional else None)
-    return spec.capped(rows) if rows else spec
-
-
-def prepare(options: RunOptions) -> tuple[ModelSpec, int, TrainingBoard]:
-    """Resolve the model and build the board with every --set applied (no simulation)."""
-    spec = resolve_spec(options)
-    batch_size = options.batch_size or DEFAULT_BATCH_SIZE
-    board = build_board(options.system)
-    for path, value in options.sets:
-        board.set_by_path(path, value)
-    return spec, batch_size, board
-
-
 def validate(options: RunOptions) -> None:
     """Raise the error a run with these options would stop on, without running it."""
     prepare(options)
@@ -75,12 +56,10 @@ def validate(options: RunOptions) -> None:
 def run_job(options: RunOptions) -> dict[str, Any]:
     """Simulate one run and write its outputs; returns results.json's content."""
     started = time.monotonic()
-    spec, batch_size, board = prepare(options)
+    spec, batch_size = resolve_spec(options), batch_size_of(options)
     engine = Engine()
     scheduler = Scheduler(engine)
-    board.connect(engine, scheduler, spec, batch_size)
-    for path, value in options.sets:  # after connect, so user values win over sizing
-        board.set_by_path(path, value)
+    board = connected_board(options, spec, batch_size, engine, scheduler)
     generator = InputGenerator(spec, batch_size, seed=options.seed)
     trainer = (
         FunctionalTrainer.create(spec, options.seed, relaxed=options.system == "cxl")

@@ -14,21 +14,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from components.boards import build_board
 from components.boards.base import TrainingBoard
 from components.persistence.image import ImageLayout, PmemImage
 from components.persistence.journal import Journal, Phase
 from components.persistence.protocols import PROTOCOLS, BatchFacts, Protocol
 from components.sim.engine import Engine
 from components.sim.schedule import OpRecord, Scheduler
+from workloads.configure import connected_board, resolve_functional
 from workloads.dlrm import DLRM
 from workloads.inputs import InputGenerator
-from workloads.models import DEFAULT_BATCH_SIZE, ModelSpec, get_model
+from workloads.models import ModelSpec
 from workloads.opgraph import build_demand
 from workloads.options import RunOptions
 from workloads.training import DEFAULT_LR, FunctionalTrainer
-
-DEFAULT_ROWS = 100_000  # as workloads/job.py's functional default
 
 
 class RecordingDLRM(DLRM):
@@ -109,18 +107,6 @@ class Stretch:
         return [min(later, key=lambda r: r.start)] if later else [self.records[-1]]
 
 
-def resolve(options: RunOptions) -> tuple[ModelSpec, int]:
-    spec = get_model(options.model)
-    return spec.capped(options.rows or DEFAULT_ROWS), options.batch_size or DEFAULT_BATCH_SIZE
-
-
-def make_board(options: RunOptions) -> TrainingBoard:
-    board = build_board(options.system)
-    for path, value in options.sets:
-        board.set_by_path(path, value)
-    return board
-
-
 def simulate(
     options: RunOptions,
     start: int = 0,
@@ -129,13 +115,10 @@ def simulate(
 ) -> Stretch:
     """Train batches [start, options.batches) from ``weights`` (table, MLPs), or from the
     seeded initial weights, timed on a fresh board and recorded."""
-    spec, batch_size = resolve(options)
-    board = make_board(options)
+    spec, batch_size = resolve_functional(options)
     engine = Engine()
     scheduler = TapScheduler(engine)
-    board.connect(engine, scheduler, spec, batch_size)
-    for path, value in options.sets:
-        board.set_by_path(path, value)
+    board = connected_board(options, spec, batch_size, engine, scheduler)
     scheduler.tap(board.table_memory())
     model = RecordingDLRM(spec, lr=lr, seed=options.seed)
     if weights is not None:
@@ -167,14 +150,14 @@ def simulate(
 
 
 def image_layout(options: RunOptions) -> ImageLayout:
-    spec, batch_size = resolve(options)
+    spec, batch_size = resolve_functional(options)
     max_rows = min(spec.total_rows, batch_size * spec.num_tables * spec.lookups_per_table)
     return ImageLayout(spec.total_rows, spec.embedding_dim, spec.mlp_param_count, max_rows)
 
 
 def initial_image(options: RunOptions, path: str | None = None) -> PmemImage:
     """The image formatted with the seeded initial weights."""
-    spec, _ = resolve(options)
+    spec, _ = resolve_functional(options)
     model = DLRM(spec, seed=options.seed)
     return PmemImage.create(image_layout(options), model.table, model.mlp_flat(), path)
 

@@ -1,0 +1,55 @@
+"""One run's model and board, resolved the same way by every path that simulates it.
+
+The plain run (job.py), the recorded runs of the failure model (recording.py) and the
+gem5 replay (gem5_run.py) must see the same table sizes and the same parameters, or a
+failure run would judge a different machine than the one it reports on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from components.boards import build_board
+from components.boards.base import TrainingBoard
+from components.sim.engine import Engine
+from components.sim.schedule import Scheduler
+from workloads.models import DEFAULT_BATCH_SIZE, ModelSpec, get_model
+from workloads.options import RunOptions
+
+FUNCTIONAL_DEFAULT_ROWS = 100_000  # rows per table when real numerics must fit in memory
+
+
+def resolve_spec(options: RunOptions) -> ModelSpec:
+    """The model, its tables capped by --rows (or the functional default)."""
+    spec = get_model(options.model)
+    rows = options.rows or (FUNCTIONAL_DEFAULT_ROWS if options.functional else None)
+    return spec.capped(rows) if rows else spec
+
+
+def resolve_functional(options: RunOptions) -> tuple[ModelSpec, int]:
+    """Model and batch size of a run that carries real numerics (failure runs always do)."""
+    return resolve_spec(replace(options, functional=True)), batch_size_of(options)
+
+
+def batch_size_of(options: RunOptions) -> int:
+    return options.batch_size or DEFAULT_BATCH_SIZE
+
+
+def prepare(options: RunOptions) -> tuple[ModelSpec, int, TrainingBoard]:
+    """Resolve the model and build the board with every --set applied (no simulation)."""
+    board = build_board(options.system)
+    for path, value in options.sets:
+        board.set_by_path(path, value)
+    return resolve_spec(options), batch_size_of(options), board
+
+
+def connected_board(
+    options: RunOptions, spec: ModelSpec, batch_size: int, engine: Engine, scheduler: Scheduler
+) -> TrainingBoard:
+    """A board attached to an engine. --set is applied again after connecting, so a
+    user's value wins over the sizing the board derives from the model."""
+    _, _, board = prepare(options)
+    board.connect(engine, scheduler, spec, batch_size)
+    for path, value in options.sets:
+        board.set_by_path(path, value)
+    return board
