@@ -24,6 +24,7 @@ import numpy as np
 from components.boards.base import TrainingBoard
 from components.persistence.image import PmemImage
 from components.persistence.protocols import PROTOCOLS, Recovery, RelaxedUndoProtocol
+from components.sim.schedule import alone_ticks
 from components.sim.units import TICKS_PER_SECOND, parse_time, ticks_to_ms
 from workloads.options import RunOptions, UsageError
 from workloads.oracle import Reference, mlp_age_bound, same_bits, verdict
@@ -59,7 +60,7 @@ def recovery_cost(board: TrainingBoard, rec: Recovery) -> tuple[int, float]:
     if rec.writes:
         ticks += device.idle_write_latency
         ticks += rec.bytes_written * TICKS_PER_SECOND / device.write_bandwidth
-    ticks = int(np.ceil(ticks)) + board.to_gpu_ticks(rec.mlp.nbytes)
+    ticks = int(np.ceil(ticks)) + alone_ticks(board.to_gpu(rec.mlp.nbytes))
     energy = rec.bytes_read * media.read_energy + rec.bytes_written * media.write_energy
     energy += media.static_power * ticks / TICKS_PER_SECOND
     return ticks, float(energy)

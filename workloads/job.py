@@ -37,7 +37,7 @@ from workloads.opgraph import build_demand
 from workloads.options import RunOptions, UsageError, parse_run_options
 from workloads.training import FunctionalTrainer
 
-BREAKDOWN = ("embedding", "transfer", "bottom_mlp", "top_mlp", "checkpoint")
+BREAKDOWN = ("embedding", "transfer", "bottom_mlp", "top_mlp", "checkpoint", "contention")
 INPUT_ERRORS = (
     ConfigError,
     UnitError,
@@ -105,6 +105,7 @@ def run_job(options: RunOptions) -> dict[str, Any]:
         results["gem5"] = run_under_gem5(options)
     rows = global_rows(engine.now, time.monotonic() - started, _peak_memory())
     rows += board.stat_rows()
+    rows += resource_rows(scheduler.network.use, engine.now)
     config = {"options": _options_dict(options, spec, batch_size), "board": board.config()}
     write_outdir(Path(options.outdir), rows, config, results, scheduler.records)
     if options.plot:
@@ -132,22 +133,29 @@ def summarize(
     scheduler: Scheduler,
     ends: list,
 ) -> dict[str, Any]:
-    """Per-batch windows between consecutive batch ends, their critical paths, energy."""
+    """Per-batch windows between consecutive batch ends, their critical paths (with
+    the time lost to contention, by the category of the ops that caused it), energy."""
     records = scheduler.records
-    windows, paths, start = [], [], 0
+    board.absorb(scheduler)
+    windows, paths, blame, start = [], [], [], 0
     for op in ends:
         end = op.record.end
         windows.append(end - start)
-        paths.append(critical_path(records, op.record.uid, start))
+        by_category: dict[str, float] = {}
+        paths.append(critical_path(records, op.record.uid, start, by_category))
+        blame.append(by_category)
         board.record_batch(end - start)
         start = end
     steady = slice(1, None) if len(windows) > 1 else slice(None)
     times = np.array(windows[steady], dtype=np.float64)
     breakdown = {key: float(np.mean([p.get(key, 0) for p in paths[steady]])) for key in BREAKDOWN}
     idle = float(np.mean([p.get("idle", 0) for p in paths[steady]]))
+    causes = sorted({key for b in blame[steady] for key in b})
+    contention = {key: float(np.mean([b.get(key, 0.0) for b in blame[steady]])) for key in causes}
     sim_ticks = ends[-1].record.end
     energy = EnergyReport.build(board, sim_ticks).as_dict()
     busy = {name: unit.busy_ticks / sim_ticks for name, unit in scheduler.resources.items()}
+    use = scheduler.network.use
     return {
         "system": options.system,
         "model": spec.name,
@@ -160,13 +168,41 @@ def summarize(
             "p99": _ms(np.percentile(times, 99)),
         },
         "breakdown_ms": {key: _ms(value) for key, value in breakdown.items()},
+        "contention_by_ms": {key: _ms(value) for key, value in contention.items()},
         "idle_ms": _ms(idle),
         "batch_times_ms": [_ms(w) for w in windows],
         "steady_state_from_batch": 1 if len(windows) > 1 else 0,
         "utilisation": {name: round(value, 6) for name, value in sorted(busy.items())},
+        "resource_utilisation": {
+            key: round(use[key].busy / sim_ticks, 6) for key in sorted(use) if sim_ticks
+        },
         "energy_j": _round_tree(energy),
         "failure": None,
     }
+
+
+def resource_rows(use: dict, sim_ticks: int) -> list[tuple]:
+    """gem5-style stat rows for every shared resource the flow network served."""
+    rows = []
+    for key in sorted(use):
+        served = use[key]
+        rows += [
+            (f"{key}.busyTicks", round(served.busy), "ticks of full-speed work served", "Tick"),
+            (
+                f"{key}.utilisation",
+                round(served.busy / sim_ticks, 9) if sim_ticks else 0.0,
+                "busy ticks per simulated tick",
+                "Ratio",
+            ),
+            (
+                f"{key}.queueingTicks",
+                round(served.queueing),
+                "op time lost waiting for this resource behind other ops",
+                "Tick",
+            ),
+            (f"{key}.bytes", round(served.bytes), "bytes moved through it", "Byte"),
+        ]
+    return rows
 
 
 def _ms(ticks: float) -> float:

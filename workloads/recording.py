@@ -49,40 +49,29 @@ class RecordingDLRM(DLRM):
         self.mlp_states.append(self.mlp_flat())
 
 
-class TapScheduler(Scheduler):
-    """A scheduler that knows which op is computing its duration, so the writes a
-    device sees can be charged to that op with their persist ticks."""
+class WriteLog:
+    """Observes the table device's persisted writes (engine events, nothing patched):
+    per op, one entry per stage that wrote, (issue tick, persist ticks)."""
 
-    def __init__(self, engine: Engine) -> None:
-        super().__init__(engine)
-        self.current: int | None = None
+    def __init__(self, device) -> None:
         self.writes: dict[int, list[tuple[int, np.ndarray]]] = defaultdict(list)
+        device.write_listeners.append(self.observe)
 
-    def op(self, name, category, batch, resource, duration, deps=(), background=False):
-        cell: list[int] = []
+    def observe(self, persisted) -> None:
+        if persisted.owner is None or persisted.ticks.size == 0:
+            return
+        entries = self.writes[persisted.owner]
+        end = int(persisted.ticks.max())
+        if entries and entries[-1][2] == end:  # another stream of the same stage
+            start, ticks, _ = entries[-1]
+            entries[-1] = (start, np.concatenate([ticks, persisted.ticks]), end)
+            return
+        entries.append((persisted.issued, persisted.ticks, end))
 
-        def traced(now: int) -> int:
-            self.current = cell[0]
-            try:
-                return duration(now)
-            finally:
-                self.current = None
-
-        handle = super().op(name, category, batch, resource, traced, deps, background)
-        cell.append(handle.record.uid)
-        return handle
-
-    def tap(self, device) -> None:
-        """Record every write the device accepts: (issue tick, absolute persist ticks)."""
-        write = device.write
-
-        def tapped(addresses, size, now, outstanding=None):
-            access = write(addresses, size, now, outstanding)
-            if self.current is not None and access.requests:
-                self.writes[self.current].append((now, now + access.persist_ticks))
-            return access
-
-        object.__setattr__(device, "write", tapped)
+    def by_op(self) -> dict[int, list[tuple[int, np.ndarray]]]:
+        return {
+            uid: [(start, ticks) for start, ticks, _ in items] for uid, items in self.writes.items()
+        }
 
 
 @dataclass
@@ -117,9 +106,9 @@ def simulate(
     seeded initial weights, timed on a fresh board and recorded."""
     spec, batch_size = resolve_functional(options)
     engine = Engine()
-    scheduler = TapScheduler(engine)
+    scheduler = Scheduler(engine)
     board = connected_board(options, spec, batch_size, engine, scheduler)
-    scheduler.tap(board.table_memory())
+    observed = WriteLog(board.table_memory())
     model = RecordingDLRM(spec, lr=lr, seed=options.seed)
     if weights is not None:
         model.table[...] = weights[0]
@@ -145,7 +134,7 @@ def simulate(
     }
     records = scheduler.records
     return Stretch(
-        start, board, records, scheduler.writes, facts, model, engine.now, trainer.losses
+        start, board, records, observed.by_op(), facts, model, engine.now, trainer.losses
     )
 
 

@@ -10,38 +10,19 @@ overrides two methods of ChanneledMemory.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from components.compute.gpu import Gpu
 from components.compute.host import HostCpu
+from components.memory.base import MemoryDevice
+from components.persistence.image import ImageLayout
 from components.sim.engine import Engine
 from components.sim.params import Int
-from components.sim.schedule import Op, Scheduler
+from components.sim.schedule import Op, Scheduler, Stage
 from components.sim.simobject import SimObject
-
-
-@dataclass(frozen=True)
-class Layout:
-    """Byte addresses of the regions in the device that holds the embedding tables."""
-
-    row_bytes: int
-    data_base: int
-    data_bytes: int
-    emb_log_base: int
-    emb_log_bytes: int
-    mlp_log_base: int
-    mlp_log_bytes: int
-    delta_base: int
-    flags_base: int
-
-    @property
-    def end(self) -> int:
-        return self.flags_base + 64
-
-    def row_addresses(self, rows: np.ndarray) -> np.ndarray:
-        return self.data_base + rows.astype(np.int64) * self.row_bytes
 
 
 @dataclass
@@ -93,40 +74,33 @@ class TrainingBoard(SimObject):
 
     # ----- wiring ---------------------------------------------------------------
     def connect(self, engine: Engine, scheduler: Scheduler, spec, batch_size: int) -> None:
-        """Attach to an engine and lay out the model's tables and logs."""
+        """Attach to an engine and lay out the model's tables and logs (the persistence
+        image's layout: timing and recovery see the same addresses)."""
         object.__setattr__(self, "engine", engine)
         object.__setattr__(self, "scheduler", scheduler)
         object.__setattr__(self, "spec", spec)
         object.__setattr__(self, "_history", [])
         max_unique = min(spec.total_rows, batch_size * spec.num_tables * spec.lookups_per_table)
-        row_bytes = spec.row_bytes
-        data_bytes = spec.total_rows * row_bytes
-        emb_log_bytes = max_unique * (row_bytes + 8)
-        mlp_bytes = spec.mlp_param_bytes
-        emb_log_base = page_aligned(data_bytes)
-        mlp_base = page_aligned(emb_log_base + emb_log_bytes)
-        delta_base = page_aligned(mlp_base + mlp_bytes)
-        flags_base = page_aligned(delta_base + max_unique * row_bytes)
-        layout = Layout(
-            row_bytes,
-            0,
-            data_bytes,
-            emb_log_base,
-            emb_log_bytes,
-            mlp_base,
-            mlp_bytes,
-            delta_base,
-            flags_base,
-        )
+        layout = ImageLayout(spec.total_rows, spec.embedding_dim, spec.mlp_param_count, max_unique)
         object.__setattr__(self, "layout", layout)
         self.size_memories(layout)
+        for device in self.descendants():
+            if isinstance(device, MemoryDevice):
+                device.bind(engine.event)
         for name in self.resources():
             scheduler.resource(name)
 
-    def size_memories(self, layout: Layout) -> None:
+    def absorb(self, scheduler: Scheduler) -> None:
+        """Copy what the flow network and the units saw into the components' stats."""
+        use, units = scheduler.network.use, scheduler.resources
+        for obj in self.descendants():
+            if hasattr(obj, "absorb_use"):
+                obj.absorb_use(use, units)
+
+    def size_memories(self, layout: ImageLayout) -> None:
         """Give the table-holding device enough modules for the tables (and logs)."""
         device = self.table_memory()
-        device.capacity = f"{layout.end}B"
+        device.capacity = f"{layout.size}B"
 
     def resources(self) -> tuple[str, ...]:
         return ("gpu", self.embedding_resource, self.to_gpu_resource, self.to_mem_resource)
@@ -147,17 +121,18 @@ class TrainingBoard(SimObject):
             "indices",
             "transfer",
             n,
-            self.to_mem_resource,
-            lambda now: self.indices_ticks(demand),
+            self.indices_resource,
+            lambda now: self.send_indices(demand),
             deps=gate,
         )
         bottom_deps = list(gate) + ([prev.bottom_bwd] if prev else [])
+        bottom_deps += self.bottom_deps(n, demand, prev)
         bottom = s.op(
             "bottom_fwd",
             "bottom_mlp",
             n,
             "gpu",
-            lambda now: self.gpu.execute(kernels["bottom_fwd"]),
+            lambda now: self.gpu.run(kernels["bottom_fwd"]),
             deps=bottom_deps,
         )
         lookup = s.op(
@@ -165,7 +140,7 @@ class TrainingBoard(SimObject):
             "embedding",
             n,
             self.embedding_resource,
-            lambda now: self.lookup_ticks(demand, now),
+            lambda now: self.lookup(demand),
             deps=[indices, *self.lookup_deps(prev)],
         )
         pooled_ready = self.pooled_ready(demand, lookup, prev)
@@ -174,7 +149,7 @@ class TrainingBoard(SimObject):
             "transfer",
             n,
             self.to_gpu_resource,
-            lambda now: self.to_gpu_ticks(demand.lookup.pooled_bytes),
+            lambda now: self.to_gpu(demand.lookup.pooled_bytes),
             deps=[pooled_ready],
         )
         top_kernels = kernels["interaction_top_fwd"] + kernels["top_bwd_interaction"]
@@ -183,7 +158,7 @@ class TrainingBoard(SimObject):
             "top_mlp",
             n,
             "gpu",
-            lambda now: self.gpu.execute(top_kernels),
+            lambda now: self.gpu.run(top_kernels),
             deps=[bottom, to_gpu],
         )
         grads = s.op(
@@ -191,7 +166,7 @@ class TrainingBoard(SimObject):
             "transfer",
             n,
             self.to_mem_resource,
-            lambda now: self.to_mem_ticks(demand.lookup.grad_bytes),
+            lambda now: self.to_mem(demand.lookup.grad_bytes),
             deps=[top],
         )
         ops = BatchOps(n, demand, lookup, [bottom, to_gpu], top, grads=grads)
@@ -200,7 +175,7 @@ class TrainingBoard(SimObject):
             "bottom_mlp",
             n,
             "gpu",
-            lambda now: self.gpu.execute(kernels["bottom_bwd"]),
+            lambda now: self.gpu.run(kernels["bottom_bwd"]),
             deps=[top, *self.mlp_update_deps(ops, prev)],
         )
         ops.bottom_bwd = bottom_bwd
@@ -209,7 +184,7 @@ class TrainingBoard(SimObject):
             "embedding",
             n,
             self.embedding_resource,
-            lambda now: self.update_ticks(demand, now),
+            lambda now: self.update(demand),
             deps=[grads, *self.update_deps(ops, prev)],
         )
         ops.update = update
@@ -225,29 +200,37 @@ class TrainingBoard(SimObject):
     to_gpu_resource = "link_to_gpu"
     to_mem_resource = "link_to_mem"
 
+    @property
+    def indices_resource(self) -> str | None:
+        return self.to_mem_resource
+
     def table_memory(self):
         raise NotImplementedError
 
-    def indices_ticks(self, demand) -> int:
+    def send_indices(self, demand) -> int | Stage:
         """Host sends the batch's sparse indices to whoever runs the lookup."""
         return 0
 
-    def lookup_ticks(self, demand, now: int) -> int:
+    def lookup(self, demand) -> Stage | Iterator[Stage]:
         raise NotImplementedError
 
-    def update_ticks(self, demand, now: int) -> int:
+    def update(self, demand) -> Stage | Iterator[Stage]:
         raise NotImplementedError
 
-    def to_gpu_ticks(self, nbytes: int) -> int:
+    def to_gpu(self, nbytes: int) -> Stage | Iterator[Stage]:
         raise NotImplementedError
 
-    def to_mem_ticks(self, nbytes: int) -> int:
+    def to_mem(self, nbytes: int) -> Stage | Iterator[Stage]:
         raise NotImplementedError
 
     # ----- template methods: ordering and checkpointing ---------------------------------
     def next_batch_gate(self, prev: BatchOps | None) -> list[Op]:
         """Ops the next batch must wait for before it starts (a redo checkpoint)."""
         return [prev.end] if prev is not None and prev.end is not None else []
+
+    def bottom_deps(self, batch: int, demand, prev: BatchOps | None) -> list[Op]:
+        """Extra ops the batch's bottom-MLP forward waits for (an MLP snapshot)."""
+        return []
 
     def lookup_deps(self, prev: BatchOps | None) -> list[Op]:
         """Strict ordering: a lookup reads the table after the previous update."""
@@ -268,26 +251,14 @@ class TrainingBoard(SimObject):
 
     # ----- helpers for subclasses ------------------------------------------------------
     def unique_addresses(self, demand) -> np.ndarray:
-        return self.layout.row_addresses(demand.lookup.unique_rows)
+        return self.layout.row_offset(demand.lookup.unique_rows)
 
     def lookup_addresses(self, demand) -> np.ndarray:
-        return self.layout.row_addresses(demand.lookup.rows)
+        return self.layout.row_offset(demand.lookup.rows)
 
     def record_batch(self, ticks: int) -> None:
         self.batchTicks.sample(ticks)
         self.batches += 1
-
-
-PAGE = 4096  # regions start on page boundaries, as an allocator would place them
-
-
-def page_aligned(offset: int) -> int:
-    return -(-offset // PAGE) * PAGE
-
-
-def log_addresses(base: int, count: int, size: int) -> np.ndarray:
-    """Sequential log slots, as the checkpointing DMA writes them."""
-    return base + np.arange(count, dtype=np.int64) * size
 
 
 def index_payload(demand, index_bytes: int) -> int:

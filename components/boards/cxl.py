@@ -5,19 +5,26 @@ memory over CXL.cache) and keeps a redo checkpoint at the end of every batch. CX
 replaces it with the batch-aware undo log, written in the background. CXL adds the
 relaxed embedding lookup and the relaxed MLP log. Each is the previous board with a
 few template methods overridden.
+
+The checkpointing logic is a DMA engine with one channel per log (``cxl_mem.ckpt`` for
+the embedding log, ``cxl_mem.ckpt_mlp`` for the MLP log, each driven by its counter), so
+the two logs, the computing logic and the transfers all share CXL-MEM's PMEM and links
+through the flow network.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
-from components.boards.base import BatchOps, index_payload, log_addresses
+from components.boards.base import BatchOps, index_payload
 from components.boards.near_memory import NearMemoryBoard
 from components.compute.nmp import NearMemoryEngine
-from components.interconnect.cxl import CxlLink, CxlPath, CxlSwitch, Type2Device, mmio_write_ticks
+from components.interconnect.cxl import CxlLink, CxlPath, CxlSwitch, Type2Device, mmio_write
 from components.memory.pmem import Pmem
 from components.sim.params import Int
-from components.sim.schedule import Op
+from components.sim.schedule import Op, Stage
 
 
 class CxlDBoard(NearMemoryBoard):
@@ -26,8 +33,10 @@ class CxlDBoard(NearMemoryBoard):
     system = "cxl-d"
     embedding_resource = "cxl_mem.nmp"
     checkpoint_resource = "cxl_mem.ckpt"
-    to_gpu_resource = "cxl.mem_to_gpu"
-    to_mem_resource = "cxl.gpu_to_mem"
+    mlp_log_resource = "cxl_mem.ckpt_mlp"
+    to_gpu_resource = "cxl_mem.dcoh"
+    to_mem_resource = "cxl_gpu.dcoh"
+    indices_resource = None  # a posted MMIO write from the host; nothing else waits on it
 
     def __init__(self, **overrides) -> None:
         super().__init__(**overrides)
@@ -46,78 +55,55 @@ class CxlDBoard(NearMemoryBoard):
         return self.cxl_mem.nmp
 
     def resources(self) -> tuple[str, ...]:
-        return (*super().resources(), self.checkpoint_resource)
+        return (*super().resources(), self.checkpoint_resource, self.mlp_log_resource)
 
     def cxl_path(self, source: str, target: str) -> CxlPath:
         """Links and the switch between two of host, gpu and mem, in that direction."""
-        port = {
-            "host": (self.host_link, "up"),
-            "gpu": (self.cxl_gpu.link, "up"),
-            "mem": (self.cxl_mem.link, "up"),
-        }
-        out_link, _ = port[source]
-        in_link, _ = port[target]
-        return CxlPath([(out_link, "up"), (in_link, "down")], [self.cxl_switch])
+        port = {"host": self.host_link, "gpu": self.cxl_gpu.link, "mem": self.cxl_mem.link}
+        return CxlPath([(port[source], "up"), (port[target], "down")], [self.cxl_switch])
 
     # ----- placement and movement ------------------------------------------------------
-    def indices_ticks(self, demand) -> int:
+    def send_indices(self, demand) -> Stage:
         """The host writes the batch's indices into CXL-MEM over CXL.io (MMIO)."""
-        return mmio_write_ticks(
-            self.cxl_path("host", "mem"), index_payload(demand, self.index_bytes), record=True
-        )
+        return mmio_write(self.cxl_path("host", "mem"), index_payload(demand, self.index_bytes))
 
-    def to_gpu_ticks(self, nbytes: int) -> int:
+    def to_gpu(self, nbytes: int) -> Stage:
         """CXL-MEM's DCOH flushes the reduced vectors into GPU memory."""
-        return self.cxl_mem.dcoh.flush_ticks(self.cxl_path("mem", "gpu"), nbytes, record=True)
+        return self.cxl_mem.dcoh.flush(self.cxl_path("mem", "gpu"), nbytes)
 
-    def to_mem_ticks(self, nbytes: int) -> int:
+    def to_mem(self, nbytes: int) -> Stage:
         """The GPU's DCOH flushes the embedding gradients into CXL-MEM."""
-        return self.cxl_gpu.dcoh.flush_ticks(self.cxl_path("gpu", "mem"), nbytes, record=True)
+        return self.cxl_gpu.dcoh.flush(self.cxl_path("gpu", "mem"), nbytes)
 
-    def pull_mlp_ticks(self, nbytes: int) -> int:
-        """The checkpointing logic reads MLP parameters out of GPU memory over CXL.cache."""
-        return self.cxl_mem.dcoh.read_ticks(self.cxl_path("mem", "gpu"), nbytes, record=True)
+    def mlp_log(self, slot: int, start: int, nbytes: int, header: bool) -> Stage:
+        """Pull MLP bytes out of GPU memory over CXL.cache (CXL-MEM's DCOH) and stream
+        them into MLP-log slot ``slot``: one pipelined flow over the links and PMEM."""
+        pull = self.cxl_mem.dcoh.read(self.cxl_path("mem", "gpu"), nbytes)
+        return self.mlp_log_writes(slot, start, nbytes, header, along=pull)
 
-    # ----- the logs --------------------------------------------------------------------
-    def copy_rows_ticks(self, demand, now: int) -> int:
-        """DMA this batch's rows from the data region into the embedding log (+ flag)."""
-        layout = self.layout
-        copy = self.nmp.copy_rows(
-            self.pmem, self.unique_addresses(demand), layout.emb_log_base, layout.row_bytes, now
-        )
-        return copy.ticks + self.flag_ticks(now + copy.ticks)
-
-    def write_mlp_log_ticks(self, nbytes: int, now: int) -> int:
-        return self.nmp.write_log(self.pmem, nbytes, self.layout.mlp_log_base, now).ticks
-
-    def flag_ticks(self, now: int) -> int:
-        """Setting a persistent flag: one small write that must reach the domain."""
-        flag = self.pmem.write(log_addresses(self.layout.flags_base, 1, 8), 8, now)
-        return flag.ticks
-
+    # ----- the redo checkpoint -----------------------------------------------------------
     def update_deps(self, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
-        """Redo: log the updated rows and the MLPs pulled over CXL.cache, set the flag,
-        then update in place (log before apply). The pull starts as soon as the GPU
-        finishes backward, overlapping the gradient transfer."""
-        s, n, demand = self.scheduler, ops.batch, ops.demand
-        nbytes = demand.mlp_param_bytes
-        pull = s.op(
-            "ckpt_mlp_pull",
-            "checkpoint",
-            n,
-            self.to_mem_resource,
-            lambda now: self.pull_mlp_ticks(nbytes),
-            deps=[ops.bottom_bwd],
-        )
+        """Redo: log the batch's rows, then the MLPs pulled over CXL.cache, set the flag,
+        then update in place (log before apply)."""
+        n, demand = ops.batch, ops.demand
+        slot, nbytes = n % 2, demand.mlp_param_bytes
 
-        def log(now: int) -> int:
+        def log() -> Iterator[Stage]:
             self.nmp.start_mlp_log(nbytes)
-            rows = self.copy_rows_ticks(demand, now)
-            mlp = self.write_mlp_log_ticks(nbytes, now + rows)
-            return rows + mlp + self.flag_ticks(now + rows + mlp)
+            yield self.copy_rows(demand, slot)
+            self.nmp.count_mlp(nbytes)
+            yield self.mlp_log(slot, 0, nbytes, header=True)
+            yield self.set_flag(f"emb{slot}")
 
         return [
-            s.op("ckpt_log", "checkpoint", n, self.checkpoint_resource, log, deps=[ops.grads, pull])
+            self.scheduler.op(
+                "ckpt_log",
+                "checkpoint",
+                n,
+                self.checkpoint_resource,
+                lambda now: log(),
+                deps=[ops.grads, ops.bottom_bwd],
+            )
         ]
 
 
@@ -137,12 +123,10 @@ class CxlBBoard(CxlDBoard):
         return []
 
     def mlp_update_deps(self, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
-        """Start both undo logs once the lookup has read the batch's indices.
-
-        The embedding log goes first: the update waits for it, while the GPU only
-        needs the MLP log before it applies its own update at the end of backward."""
+        """Start both undo logs once the lookup has read the batch's indices: the update
+        waits for the embedding log, the GPU's own MLP update for the MLP log."""
         ops.extra["emb_log"] = self.embedding_log(ops, prev)
-        return self.mlp_log(ops, prev)
+        return self.mlp_log_ops(ops, prev)
 
     def update_deps(self, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
         return [ops.extra["emb_log"]]
@@ -152,49 +136,58 @@ class CxlBBoard(CxlDBoard):
         deps = [ops.lookup] + ([prev.update] if prev else [])
         if prev is not None and "mlp_log" in prev.extra:
             deps.append(prev.extra["mlp_log"])
+        slot = ops.batch % 2
+
+        def log() -> Iterator[Stage]:
+            yield self.copy_rows(ops.demand, slot)
+            yield self.set_flag(f"emb{slot}")
+
         return self.scheduler.op(
             "emb_log",
             "checkpoint",
             ops.batch,
             self.checkpoint_resource,
-            lambda now: self.copy_rows_ticks(ops.demand, now),
+            lambda now: log(),
             deps=deps,
             background=True,
         )
 
-    def mlp_log(self, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
+    def mlp_log_ops(self, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
         """Pull the parameters batch N starts from and log them before the GPU updates."""
-        nbytes = ops.demand.mlp_param_bytes
+        nbytes, slot = ops.demand.mlp_param_bytes, ops.batch % 2
 
-        def mlp_log(now: int) -> int:
+        def log() -> Iterator[Stage]:
             self.nmp.start_mlp_log(nbytes)
-            pull = self.pull_mlp_ticks(nbytes)
-            write = self.write_mlp_log_ticks(nbytes, now)
-            return max(pull, write) + self.flag_ticks(now + max(pull, write))
+            self.nmp.count_mlp(nbytes)
+            yield self.mlp_log(slot, 0, nbytes, header=True)
+            yield self.set_flag(f"mlp{slot}")
 
         deps = [ops.lookup] + ([prev.bottom_bwd] if prev else [])
-        log = self.scheduler.op(
+        op = self.scheduler.op(
             "mlp_log",
             "checkpoint",
             ops.batch,
-            self.checkpoint_resource,
-            mlp_log,
+            self.mlp_log_resource,
+            lambda now: log(),
             deps=deps,
             background=True,
         )
-        ops.extra["mlp_log"] = log
-        return [log]
+        ops.extra["mlp_log"] = op
+        return [op]
 
 
 class CxlBoard(CxlBBoard):
     """CXL: CXL-B + relaxed embedding lookup + relaxed MLP logging.
 
     Lookup N runs on the table as batch N-1 left it before its update (sum and add
-    commute), then is corrected with batch N-1's row deltas once they land, so it no
-    longer waits for the update. The MLP log is pulled only while the GPU runs
-    interaction + top MLP, a slice per batch, and a new copy starts every
-    ``mlp_log_gap`` batches once the previous one is complete: training never stalls
-    on it, and recovered MLPs may be up to the measured log age behind the embeddings.
+    commute), then is corrected with batch N-1's row deltas, which that update wrote
+    next to the table, so it no longer waits for the update. The MLP log is pulled only
+    while the GPU runs interaction + top MLP: a slice per batch moves what the shared
+    links and PMEM let it move in that window, and stops when the window closes. A new
+    copy starts every ``mlp_log_gap`` batches once the previous one is complete, from a
+    snapshot the GPU takes of its MLPs (a device-memory copy, kept until the copy is
+    logged): training never stalls on the log, and recovered MLPs may be up to one
+    copy period behind the embeddings.
     """
 
     system = "cxl"
@@ -211,7 +204,14 @@ class CxlBoard(CxlBBoard):
         self.mlpLogBatches = self.average(
             "mlpLogBatches", "batches one MLP log copy spans", "Count"
         )
-        object.__setattr__(self, "_mlp_log", {"remaining": 0, "started": None})
+        self.mlpSnapshots = self.scalar(
+            "mlpSnapshots", "MLP snapshots the GPU took for a new log copy", "Count"
+        )
+        object.__setattr__(self, "_copy", {"moved": 0, "total": 0, "started": None, "slot": 1})
+
+    def connect(self, engine, scheduler, spec, batch_size: int) -> None:
+        super().connect(engine, scheduler, spec, batch_size)
+        self.gpu.check_fits(2 * spec.mlp_param_bytes, "the MLPs and their log snapshot")
 
     def lookup_deps(self, prev: BatchOps | None) -> list[Op]:
         if prev is None:
@@ -219,10 +219,16 @@ class CxlBoard(CxlBBoard):
         before = self._history[-2] if len(self._history) >= 2 else None
         return [before.update] if before is not None else []
 
-    def pooled_ready(self, demand, lookup: Op, prev: BatchOps | None) -> Op:
-        """Correct the early lookup with the previous batch's row deltas once they land.
+    def update(self, demand) -> Stage:
+        """The update also writes each row's delta for the next batch's correction."""
+        rows = self.unique_addresses(demand)
+        deltas = self.layout.delta_offsets(len(rows))
+        return self.nmp.update_with_deltas(self.pmem, rows, self.layout.row_bytes, deltas)
 
-        The engine keeps each updated row's delta (in the order of the previous batch's
+    def pooled_ready(self, demand, lookup: Op, prev: BatchOps | None) -> Op:
+        """Correct the early lookup with the previous batch's row deltas once written.
+
+        The engine reads each updated row's delta (in the order of the previous batch's
         unique rows) and adds it into every bag that looked the row up."""
         if prev is None:
             return lookup
@@ -230,14 +236,12 @@ class CxlBoard(CxlBBoard):
         slot = np.searchsorted(previous_rows, demand.lookup.rows)
         slot = np.minimum(slot, len(previous_rows) - 1)
         shared = previous_rows[slot] == demand.lookup.rows
-        deltas = log_addresses(self.layout.delta_base, len(previous_rows), self.layout.row_bytes)[
-            slot[shared]
-        ]
+        deltas = self.layout.delta_offsets(len(previous_rows))[slot[shared]]
 
-        def correct(now: int) -> int:
+        def correct(now: int) -> Stage | int:
             if deltas.size == 0:
                 return 0
-            return self.nmp.lookup(self.pmem, deltas, self.layout.row_bytes, now).ticks
+            return self.nmp.lookup(self.pmem, deltas, self.layout.row_bytes)
 
         return self.scheduler.op(
             "lookup_correct",
@@ -248,39 +252,57 @@ class CxlBoard(CxlBBoard):
             deps=[lookup, prev.update],
         )
 
-    def mlp_log(self, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
-        state = self._mlp_log
-        n, nbytes = ops.batch, ops.demand.mlp_param_bytes
-        if state["remaining"] == 0 and n % self.mlp_log_gap == 0:
-            state["remaining"], state["started"] = nbytes, n
-            self.nmp.start_mlp_log(nbytes)
-        if state["remaining"] == 0:
+    def bottom_deps(self, ops_batch: int, demand, prev: BatchOps | None) -> list[Op]:
+        """A new MLP log copy starts from a snapshot of the MLPs the batch starts from."""
+        state = self._copy
+        if state["moved"] < state["total"] or ops_batch % self.mlp_log_gap:
             return []
-        budget = self.gpu.op_ticks(
-            ops.demand.kernels["interaction_top_fwd"] + ops.demand.kernels["top_bwd_interaction"]
-        )
+        nbytes = demand.mlp_param_bytes
+        state.update(moved=0, total=nbytes, started=ops_batch, slot=state["slot"] ^ 1)
+        self.nmp.start_mlp_log(nbytes)
+        self.mlpSnapshots += 1
+        copy = self.gpu.copy_kernel(nbytes)
+        return [
+            self.scheduler.op(
+                "mlp_snapshot",
+                "checkpoint",
+                ops_batch,
+                "gpu",
+                lambda now: self.gpu.run([copy]),
+                deps=[prev.bottom_bwd] if prev else [],
+            )
+        ]
 
-        def slice_ticks(now: int) -> int:
-            rate = min(self.cxl_path("mem", "gpu").bandwidth, self.pmem.write_bandwidth)
-            moved = min(state["remaining"], int(rate * budget / 1e12))
-            moved = max(moved, min(state["remaining"], 4096))
-            pull = self.pull_mlp_ticks(moved)
-            write = self.write_mlp_log_ticks(moved, now)
-            state["remaining"] -= moved
-            ticks = max(pull, write)
-            if state["remaining"] == 0:
-                self.mlpLogCopies += 1
-                self.mlpLogBatches.sample(n - state["started"] + 1)
-                ticks += self.flag_ticks(now + ticks)
-            return ticks
+    def mlp_log_ops(self, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
+        state = self._copy
+        if state["moved"] >= state["total"]:
+            return []
+        burst = self.nmp.log_burst
+
+        def slice_body() -> Iterator[Stage]:
+            start, slot = state["moved"], state["slot"]
+            remaining = state["total"] - start
+            moved_stage = self.mlp_log(slot, start, remaining, header=False)
+            yield moved_stage
+            writes = moved_stage.flows[0].writes
+            moved = min(writes[0].persisted * burst, remaining) if writes else remaining
+            state["moved"] += moved
+            self.nmp.count_mlp(moved)
+            if state["moved"] < state["total"]:
+                return
+            self.mlpLogCopies += 1
+            self.mlpLogBatches.sample(ops.batch - state["started"] + 1)
+            yield self.mlp_log_writes(slot, state["total"], 0, header=True)
+            yield self.set_flag(f"mlp{slot}")
 
         self.scheduler.op(
             "mlp_log_slice",
             "checkpoint",
-            n,
-            self.checkpoint_resource,
-            slice_ticks,
-            deps=ops.top_deps,
+            ops.batch,
+            self.mlp_log_resource,
+            lambda now: slice_body(),
             background=True,
+            start_with=ops.top,
+            until=ops.top,
         )
         return []

@@ -2,25 +2,30 @@
 
 The host CPU runs the embedding ops over its own storage and moves pooled vectors and
 gradients to and from the GPU with cudaMemcpy + cudaStreamSynchronize over PCIe. The
-SSD and PMEM systems persist a redo checkpoint (updated rows + MLPs) at the end of
-every batch, on the critical path; the DRAM system is the ideal that checkpoints
-nothing.
+SSD and PMEM systems persist a redo checkpoint (updated rows + MLPs, then a flag) at
+the end of every batch, on the critical path; the DRAM system is the ideal that
+checkpoints nothing.
 """
 
 from __future__ import annotations
 
-from components.boards.base import BatchOps, TrainingBoard, log_addresses
+from collections.abc import Iterator
+
+import numpy as np
+
+from components.boards.base import BatchOps, TrainingBoard
+from components.compute.host import HostCpu
 from components.interconnect.pcie import CudaRuntime, PcieLink
 from components.memory.dram import Dram
 from components.memory.pmem import Pmem
 from components.memory.ssd import SsdWithCache
-from components.sim.schedule import Op
+from components.sim.schedule import Op, Stage
 
 
 class HostBoard(TrainingBoard):
     """Embedding ops on the host CPU; subclasses choose the table storage."""
 
-    embedding_resource = "host.cpu"
+    embedding_resource = HostCpu.UNIT
     to_gpu_resource = "pcie"
     to_mem_resource = "pcie"
 
@@ -37,26 +42,26 @@ class HostBoard(TrainingBoard):
         return self.storage
 
     def resources(self) -> tuple[str, ...]:
-        return ("gpu", "host.cpu", "pcie")
+        return ("gpu", HostCpu.UNIT, "pcie")
 
-    def lookup_ticks(self, demand, now: int) -> int:
+    def lookup(self, demand) -> Stage:
         rows = self.lookup_addresses(demand)
-        return self.host.gather_reduce(self.storage, rows, self.layout.row_bytes, now).ticks
+        return self.host.gather_reduce(self.storage, rows, self.layout.row_bytes)
 
-    def update_ticks(self, demand, now: int) -> int:
+    def update(self, demand) -> Iterator[Stage]:
         rows = self.unique_addresses(demand)
-        return self.host.update(self.storage, rows, self.layout.row_bytes, now).ticks
+        return self.host.update(self.storage, rows, self.layout.row_bytes)
 
-    def to_gpu_ticks(self, nbytes: int) -> int:
+    def to_gpu(self, nbytes: int) -> Iterator[Stage]:
         return self._copy(nbytes, "down")
 
-    def to_mem_ticks(self, nbytes: int) -> int:
+    def to_mem(self, nbytes: int) -> Iterator[Stage]:
         return self._copy(nbytes, "up")
 
-    def _copy(self, nbytes: int, direction: str) -> int:
+    def _copy(self, nbytes: int, direction: str) -> Iterator[Stage]:
         """One cudaMemcpy and the cudaStreamSynchronize the framework waits on."""
-        copy = self.cuda.memcpy_ticks(self.pcie, nbytes, direction, record=True)
-        return copy + self.cuda.sync_ticks(record=True)
+        yield self.cuda.memcpy(self.pcie, nbytes, direction)
+        yield self.cuda.sync()
 
 
 class RedoHostBoard(HostBoard):
@@ -81,22 +86,30 @@ class RedoHostBoard(HostBoard):
             "ckpt_persist",
             "checkpoint",
             n,
-            "host.cpu",
-            lambda now: self.persist_ticks(demand, now),
+            HostCpu.UNIT,
+            lambda now: self.persist(demand, n % 2),
             deps=[pull],
         )
         return [persist]
 
-    def persist_ticks(self, demand, now: int) -> int:
-        """Write the updated rows (one persist per vector) and the MLP parameters (one
-        persisted range) into the log region."""
-        layout, row_bytes = self.layout, self.layout.row_bytes
-        rows = log_addresses(layout.emb_log_base, len(demand.lookup.unique_rows), row_bytes)
-        first = self.host.persist_rows(self.storage, rows, row_bytes, now).ticks
-        mlp = self.host.persist_region(
-            self.storage, layout.mlp_log_base, demand.mlp_param_bytes, now + first
+    def persist(self, demand, slot: int) -> Iterator[Stage]:
+        """Persist the updated rows (one persist per vector) and their record header into
+        embedding-log slot ``slot``, the MLP parameters (one persisted range) into MLP-log
+        slot ``slot``, then the slot's flag: the protocol's three fenced phases."""
+        layout, store = self.layout, self.storage
+        count = len(demand.lookup.unique_rows)
+        entries = layout.entry_offsets(slot, count)
+        yield self.host.persist_rows(
+            store, entries, layout.entry_bytes, header=layout.offset(f"emb{slot}")
         )
-        return first + mlp.ticks
+        yield self.host.persist_region(
+            store,
+            layout.mlp_offset(slot),
+            demand.mlp_param_bytes,
+            header=layout.offset(f"mlp{slot}"),
+        )
+        flag = np.array([layout.flag_offset(f"emb{slot}")], dtype=np.int64)
+        yield self.host.persist_rows(store, flag, 8)
 
 
 class PmemBoard(RedoHostBoard):
@@ -117,7 +130,7 @@ class SsdBoard(RedoHostBoard):
         return SsdWithCache()
 
     def size_memories(self, layout) -> None:
-        self.storage.ssd.capacity = f"{layout.end}B"
+        self.storage.ssd.capacity = f"{layout.size}B"
 
 
 class DramBoard(HostBoard):

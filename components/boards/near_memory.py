@@ -6,7 +6,12 @@ reaches the GPU and how they checkpoint, which their own boards define.
 
 from __future__ import annotations
 
+import numpy as np
+
 from components.boards.base import TrainingBoard
+from components.memory.base import stage
+from components.persistence.image import RECORD_HEADER
+from components.sim.schedule import Stage
 
 
 class NearMemoryBoard(TrainingBoard):
@@ -15,10 +20,44 @@ class NearMemoryBoard(TrainingBoard):
     def table_memory(self):
         return self.pmem
 
-    def lookup_ticks(self, demand, now: int) -> int:
-        rows = self.lookup_addresses(demand)
-        return self.nmp.lookup(self.pmem, rows, self.layout.row_bytes, now).ticks
+    def lookup(self, demand) -> Stage:
+        return self.nmp.lookup(self.pmem, self.lookup_addresses(demand), self.layout.row_bytes)
 
-    def update_ticks(self, demand, now: int) -> int:
-        rows = self.unique_addresses(demand)
-        return self.nmp.update(self.pmem, rows, self.layout.row_bytes, now).ticks
+    def update(self, demand) -> Stage:
+        return self.nmp.update(self.pmem, self.unique_addresses(demand), self.layout.row_bytes)
+
+    # ----- the logs, in the persistence image's layout ------------------------------------
+    def copy_rows(self, demand, slot: int) -> Stage:
+        """DMA this batch's rows into embedding-log slot ``slot``: the entries, then the
+        record header (one stream: the protocol orders only the flag after them)."""
+        layout = self.layout
+        count = len(demand.lookup.unique_rows)
+        entries = layout.entry_offsets(slot, count)
+        header = layout.offset(f"emb{slot}")
+        return self.nmp.copy_rows(
+            self.pmem,
+            self.unique_addresses(demand),
+            layout.row_bytes,
+            entries,
+            layout.entry_bytes,
+            header,
+        )
+
+    def mlp_log_writes(
+        self, slot: int, start: int, nbytes: int, header: bool, along: Stage | None = None
+    ) -> Stage:
+        """Write bytes [start, start + nbytes) of the MLP record of slot ``slot`` in DMA
+        bursts (and its header once the record is complete), fed by ``along`` (the
+        transfer bringing the bytes in)."""
+        burst = self.nmp.log_burst
+        base = self.layout.mlp_offset(slot)
+        addresses = base + start + np.arange(-(-nbytes // burst), dtype=np.int64) * burst
+        return self.nmp.write_log(
+            self.pmem, addresses, burst, base - RECORD_HEADER if header else None, along
+        )
+
+    def set_flag(self, name: str) -> Stage:
+        """A persistent flag: one 8 B write that must reach the domain (a fence after
+        the records it vouches for)."""
+        offset = np.array([self.layout.flag_offset(name)], dtype=np.int64)
+        return stage(self.pmem.write(offset, 8))

@@ -8,12 +8,14 @@ the MLPs off the GPU the same way before the card logs them.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from components.boards.base import BatchOps, index_payload
 from components.boards.near_memory import NearMemoryBoard
 from components.compute.nmp import NearMemoryEngine
 from components.interconnect.pcie import CudaRuntime, PcieLink
 from components.memory.pmem import Pmem
-from components.sim.schedule import Op
+from components.sim.schedule import Op, Stage
 
 
 class PcieBoard(NearMemoryBoard):
@@ -33,23 +35,25 @@ class PcieBoard(NearMemoryBoard):
     def resources(self) -> tuple[str, ...]:
         return ("gpu", "card.nmp", "pcie")
 
-    def indices_ticks(self, demand) -> int:
+    def send_indices(self, demand) -> Iterator[Stage]:
         return self._copy(self.card_link, index_payload(demand, self.index_bytes), "down")
 
-    def to_gpu_ticks(self, nbytes: int) -> int:
-        return self._copy(self.card_link, nbytes, "up") + self._copy(self.pcie, nbytes, "down")
+    def to_gpu(self, nbytes: int) -> Iterator[Stage]:
+        yield from self._copy(self.card_link, nbytes, "up")
+        yield from self._copy(self.pcie, nbytes, "down")
 
-    def to_mem_ticks(self, nbytes: int) -> int:
-        return self._copy(self.pcie, nbytes, "up") + self._copy(self.card_link, nbytes, "down")
+    def to_mem(self, nbytes: int) -> Iterator[Stage]:
+        yield from self._copy(self.pcie, nbytes, "up")
+        yield from self._copy(self.card_link, nbytes, "down")
 
-    def _copy(self, link: PcieLink, nbytes: int, direction: str) -> int:
-        copy = self.cuda.memcpy_ticks(link, nbytes, direction, record=True)
-        return copy + self.cuda.sync_ticks(record=True)
+    def _copy(self, link: PcieLink, nbytes: int, direction: str) -> Iterator[Stage]:
+        yield self.cuda.memcpy(link, nbytes, direction)
+        yield self.cuda.sync()
 
     def update_deps(self, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
         """Software redo checkpoint after the step's compute: MLPs GPU -> host, then DMA'd
         to the card, whose log writes stream behind the incoming data; the rows are
-        updated in place only after the log (log before apply)."""
+        updated in place only after the log and its flag (log before apply)."""
         s, n, demand = self.scheduler, ops.batch, ops.demand
         pull = s.op(
             "ckpt_mlp_pull",
@@ -64,17 +68,18 @@ class PcieBoard(NearMemoryBoard):
             "checkpoint",
             n,
             "card.nmp",
-            lambda now: self.redo_log_ticks(demand, now),
+            lambda now: self.redo_log(demand, n % 2),
             deps=[pull],
         )
         return [log]
 
-    def redo_log_ticks(self, demand, now: int) -> int:
-        """Copy the updated rows into the log, then receive and log the MLPs."""
-        layout, nbytes = self.layout, demand.mlp_param_bytes
-        rows = self.unique_addresses(demand)
-        copy = self.nmp.copy_rows(self.pmem, rows, layout.emb_log_base, layout.row_bytes, now)
+    def redo_log(self, demand, slot: int) -> Iterator[Stage]:
+        """Copy the updated rows into the log, receive and log the MLPs, set the flag."""
+        nbytes = demand.mlp_param_bytes
+        yield self.copy_rows(demand, slot)
         self.nmp.start_mlp_log(nbytes)
-        inbound = self._copy(self.card_link, nbytes, "down")
-        mlp = self.nmp.write_log(self.pmem, nbytes, layout.mlp_log_base, now + copy.ticks)
-        return copy.ticks + max(inbound, mlp.ticks)
+        self.nmp.count_mlp(nbytes)
+        inbound = self.cuda.memcpy(self.card_link, nbytes, "down")
+        yield self.mlp_log_writes(slot, 0, nbytes, header=True, along=inbound)
+        yield self.cuda.sync()
+        yield self.set_flag(f"emb{slot}")

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
+from components.sim.flows import Flow
 from components.sim.params import (
     Bandwidth,
     ComputeRate,
@@ -22,6 +24,7 @@ from components.sim.params import (
     Power,
     positive,
 )
+from components.sim.schedule import Stage
 from components.sim.simobject import SimObject
 from components.sim.units import TICKS_PER_SECOND
 
@@ -29,6 +32,15 @@ from components.sim.units import TICKS_PER_SECOND
 class KernelLike(Protocol):
     """What the GPU needs of a kernel (workloads.opgraph.Kernel fits)."""
 
+    flops: float
+    bytes: float
+
+
+@dataclass(frozen=True)
+class DeviceCopy:
+    """A device-to-device memory copy kernel: reads and writes every byte once."""
+
+    name: str
     flops: float
     bytes: float
 
@@ -112,24 +124,32 @@ class Gpu(SimObject):
         """Kernels of one op run back to back on one stream."""
         return sum(self.kernel_ticks(k) for k in kernels)
 
+    def copy_kernel(self, nbytes: int) -> DeviceCopy:
+        """cudaMemcpy device-to-device of ``nbytes`` (bandwidth-bound)."""
+        return DeviceCopy("device_copy", 0.0, 2.0 * nbytes)
+
     def is_compute_bound(self, kernel: KernelLike) -> bool:
         flops_rate = self.peak_flops * self.gemm_efficiency
         byte_rate = self.memory_bandwidth * self.memory_efficiency
         return kernel.flops / flops_rate >= kernel.bytes / byte_rate
 
     # ----- execution with accounting --------------------------------------------------
-    def execute(self, kernels: Iterable[KernelLike]) -> int:
-        """op_ticks, recording busy time, FLOPs and bytes (launch gaps count as idle)."""
-        total = 0
+    def run(self, kernels: Iterable[KernelLike]) -> Stage:
+        """The kernels of one op back to back on one stream: their roofline time is work
+        on the GPU's SMs (a flow), the launch gaps a fixed latency. Counts FLOPs, bytes
+        and kernels; busy time comes from the flow network (``absorb_use``)."""
+        kernels, compute = list(kernels), 0
         for kernel in kernels:
-            busy = self.compute_ticks(kernel)
-            self.busyTicks += busy
+            compute += self.compute_ticks(kernel)
             self.launchTicks += self.launch_overhead
             self.kernels += 1
             self.flopsExecuted += kernel.flops
             self.bytesAccessed += kernel.bytes
-            total += busy + self.launch_overhead
-        return total
+        return Stage([Flow({self.path: compute})], self.launch_overhead * len(kernels))
+
+    def absorb_use(self, use, units) -> None:
+        """Busy time of the SMs as the flow network served it."""
+        self.busyTicks.set(use[self.path].busy if self.path in use else 0)
 
     def busy_ticks(self) -> int:
         """Energy hook: ticks at active_power (see components/energy.py)."""

@@ -11,12 +11,15 @@ in the persistence domain (ADR: accepted by the device's write pending queue).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
-from components.memory.base import Access, MemoryDevice, OpResult
+from components.memory.base import MemoryDevice, concurrent, stage
+from components.persistence.image import RECORD_HEADER
 from components.sim.params import ComputeRate, Frequency, Int, Latency, Power
+from components.sim.schedule import Stage
 from components.sim.simobject import SimObject
 from components.sim.units import TICKS_PER_SECOND
 
@@ -30,6 +33,8 @@ COPY_CHUNK = 4096  # bytes per store stream of a large memcpy (one page)
 
 class HostCpu(SimObject):
     """i5-9600K defaults (the paper's host)."""
+
+    UNIT = "host.cpu"  # the framework thread that runs the host's ops, one at a time
 
     frequency = Frequency("3.7GHz", "core clock", _ARK)
     cores = Int(6, "cores running embedding ops", _ARK, low=1)
@@ -67,66 +72,76 @@ class HostCpu(SimObject):
         """Rows in flight: all fill buffers over the lines each row needs."""
         return max(self.cores * self.fill_buffers // math.ceil(row_bytes / CACHE_LINE), 1)
 
-    def gather_reduce(
-        self, device: MemoryDevice, addresses: np.ndarray, row_bytes: int, now: int
-    ) -> OpResult:
+    def gather_reduce(self, device: MemoryDevice, addresses: np.ndarray, row_bytes: int) -> Stage:
         """Read every looked-up row and sum each bag (one add per element)."""
-        read = device.read(addresses, row_bytes, now, self.outstanding(row_bytes))
-        flops = float(len(addresses) * row_bytes // 4)
-        ticks = max(read.ticks, self._compute_ticks(flops)) + self.op_overhead
-        return self._done(ticks, (read,), flops)
+        read = device.read(addresses, row_bytes, self.outstanding(row_bytes))
+        compute = self._compute(len(addresses) * row_bytes // 4)
+        return stage(read, compute=compute, latency=self.op_overhead)
 
     def update(
+        self, device: MemoryDevice, addresses: np.ndarray, row_bytes: int
+    ) -> Iterator[Stage]:
+        """Read-modify-write of each updated row (w -= lr * g: 2 flops/element): the
+        framework reads and computes the new rows, then writes them back."""
+        window = self.outstanding(row_bytes)
+        read = device.read(addresses, row_bytes, window)
+        yield stage(read, compute=self._compute(2 * len(addresses) * row_bytes // 4))
+        yield stage(device.write(addresses, row_bytes, window), latency=self.op_overhead)
+
+    def persist_rows(
         self,
         device: MemoryDevice,
         addresses: np.ndarray,
         row_bytes: int,
-        now: int,
-        persist: bool = False,
-    ) -> OpResult:
-        """Read-modify-write of each updated row (w -= lr * g: 2 flops/element), then
-        optionally persist the rows (clwb + sfence)."""
-        window = self.outstanding(row_bytes)
-        read = device.read(addresses, row_bytes, now, window)
-        flops = float(2 * len(addresses) * row_bytes // 4)
-        first = max(read.ticks, self._compute_ticks(flops))
-        write = device.write(addresses, row_bytes, now + first, window)
-        ticks = first + write.ticks + self.op_overhead
-        if persist:
-            ticks += self._persist_ticks(device, write, len(addresses))
-        return self._done(ticks, (read, write), flops)
+        header: int | None = None,
+    ) -> Stage:
+        """Write rows to a persistent log and persist each (the redo checkpoint's rows),
+        with the record's 64 B header at ``header``."""
+        write = device.write(addresses, row_bytes, self.outstanding(row_bytes))
+        return self._persisted(device, self._with_header(device, write, header), len(addresses))
 
-    def persist_rows(
-        self, device: MemoryDevice, addresses: np.ndarray, row_bytes: int, now: int
-    ) -> OpResult:
-        """Copy rows to a persistent log and flush them (the redo checkpoint's rows)."""
-        write = device.write(addresses, row_bytes, now, self.outstanding(row_bytes))
-        ticks = write.ticks + self._persist_ticks(device, write, len(addresses))
-        return self._done(ticks + self.op_overhead, (write,), 0.0)
-
-    def persist_region(self, device: MemoryDevice, base: int, nbytes: int, now: int) -> OpResult:
+    def persist_region(
+        self, device: MemoryDevice, base: int, nbytes: int, header: int | None = None
+    ) -> Stage:
         """Copy one contiguous buffer (the MLP parameters) to persistent memory and
         persist it as PMDK's pmem_persist does for a range: clwb every line, one sfence."""
         unit = COPY_CHUNK
-        lines = base + np.arange(-(-nbytes // unit), dtype=np.int64) * unit
-        write = device.write(lines, unit, now, self.outstanding(unit))
-        ticks = write.ticks + self._persist_ticks(device, write, self.rows_per_fence)
-        return self._done(ticks + self.op_overhead, (write,), 0.0)
+        chunks = base + np.arange(-(-nbytes // unit), dtype=np.int64) * unit
+        write = device.write(chunks, unit, self.outstanding(unit))
+        return self._persisted(device, self._with_header(device, write, header), 1)
 
-    def _persist_ticks(self, device: MemoryDevice, write: Access, rows: int) -> int:
-        """Each core's fences serialize: under ADR a fence waits one write latency for
-        its flushes to reach the WPQ; under eADR/GPF no flush is needed, only ordering."""
-        fences = math.ceil(rows / self.rows_per_fence)
+    @staticmethod
+    def _with_header(device: MemoryDevice, write, header: int | None):
+        if header is None:
+            return write
+        return concurrent(write, device.write(np.array([header], dtype=np.int64), RECORD_HEADER))
+
+    def _persisted(self, device: MemoryDevice, write, persists: int) -> Stage:
+        """A write stream that must be durable before the op ends. Byte-addressable
+        memory: a clwb per line and an sfence per ``rows_per_fence`` rows; each core's
+        fences serialize (under ADR a fence waits one write latency for its flushes to
+        reach the WPQ, under eADR/GPF only ordering), overlapping the stream. A block
+        device: one flush command (fsync) after the stream."""
+        if not getattr(device, "byte_addressable", True):
+            self.persistFences += 1
+            return stage(write, latency=device.idle_write_latency + self.op_overhead)
+        fences = math.ceil(persists / self.rows_per_fence)
         self.persistFences += fences
         wait = device.idle_write_latency if getattr(device, "domain", "adr") == "adr" else 0
-        return math.ceil(fences * (wait + self.sfence_latency) / self.cores)
+        chain = fences * (wait + self.sfence_latency) / self.cores
+        persisted = stage(write, latency=self.op_overhead)
+        persisted.flows[0].min_ticks = max(persisted.flows[0].min_ticks, chain)
+        return persisted
 
-    def _compute_ticks(self, flops: float) -> int:
-        return math.ceil(flops * TICKS_PER_SECOND / (self.cores * self.core_flops))
-
-    def _done(self, ticks: int, accesses: tuple[Access, ...], flops: float) -> OpResult:
-        energy = self.cores * self.core_active_power * ticks / TICKS_PER_SECOND
-        self.busyTicks += ticks
+    def _compute(self, flops: float) -> dict[str, float]:
+        """The cores' AVX work for ``flops`` (busy-core energy follows the op's time)."""
         self.flops += flops
-        self.dynamicEnergy += energy
-        return OpResult(int(ticks), accesses, flops, energy)
+        return {self.path: flops * TICKS_PER_SECOND / (self.cores * self.core_flops)}
+
+    def absorb_use(self, use, units) -> None:
+        """Cores are busy while the host's ops run (they spin on misses and fences)."""
+        unit = units.get(self.UNIT)
+        self.busyTicks.set(unit.busy_ticks if unit is not None else 0)
+        self.dynamicEnergy.set(
+            self.cores * self.core_active_power * self.busyTicks.value / TICKS_PER_SECOND
+        )

@@ -3,20 +3,21 @@ scatter update) and the checkpointing logic (a DMA engine and the MLP size count
 
 Rows stream from PMEM through a scratchpad that holds the rows in flight, so the
 outstanding PMEM requests are bounded by both the request tags and the scratchpad.
-Reading, adding and writing are pipelined: an op lasts as long as its slowest stage,
-writes starting once the first row has arrived. Functions return durations; the board
-schedules them.
+Reading, adding and writing are pipelined: each op is one stage whose PMEM reads,
+writes and arithmetic flow together (components/memory/base.py ``stage``). Functions
+return stages; the board schedules them and the flow network times them.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
-from components.memory.base import Access, MemoryDevice, OpResult
+from components.memory.base import MemoryDevice, concurrent, stage
+from components.persistence.image import RECORD_HEADER
 from components.sim.params import Energy, Frequency, Int, MemorySize, Power, positive
+from components.sim.schedule import Stage
 from components.sim.simobject import SimObject
 from components.sim.units import TICKS_PER_SECOND
 
@@ -48,7 +49,7 @@ class NearMemoryEngine(SimObject):
 
     def __init__(self, **overrides: Any) -> None:
         super().__init__(**overrides)
-        self.busyTicks = self.scalar("busyTicks", "ticks running lookups/updates/DMA", "Tick")
+        self.busyTicks = self.scalar("busyTicks", "ticks the FP32 lanes were busy", "Tick")
         self.flops = self.scalar("flops", "floating-point operations", "Count")
         self.rowsCopied = self.scalar("rowsCopied", "rows copied to the embedding log", "Count")
         self.mlpBytesExpected = self.scalar(
@@ -63,64 +64,82 @@ class NearMemoryEngine(SimObject):
         """Rows in flight: request tags, and rows the scratchpad can hold."""
         return max(min(self.outstanding, self.scratchpad // row_bytes), 1)
 
-    def lookup(
-        self, pmem: MemoryDevice, addresses: np.ndarray, row_bytes: int, now: int
-    ) -> OpResult:
+    def lookup(self, pmem: MemoryDevice, addresses: np.ndarray, row_bytes: int) -> Stage:
         """Gather rows and sum-reduce them into bags (one add per element)."""
-        read = pmem.read(addresses, row_bytes, now, self.window(row_bytes))
-        flops = float(len(addresses) * row_bytes // 4)
-        return self._done(max(read.ticks, self._compute_ticks(flops)), (read,), flops)
+        read = pmem.read(addresses, row_bytes, self.window(row_bytes))
+        return stage(read, compute=self._compute(len(addresses) * row_bytes // 4))
 
-    def update(
-        self, pmem: MemoryDevice, addresses: np.ndarray, row_bytes: int, now: int
-    ) -> OpResult:
-        """Scatter update in place: read, w -= lr * g (2 flops/element), write back."""
+    def update(self, pmem: MemoryDevice, addresses: np.ndarray, row_bytes: int) -> Stage:
+        """Scatter update in place: read, w -= lr * g (2 flops/element), write back; the
+        reads and writes share the controllers' media as they stream."""
         window = self.window(row_bytes)
-        read = pmem.read(addresses, row_bytes, now, window)
-        flops = float(2 * len(addresses) * row_bytes // 4)
-        start = pmem.idle_read_latency
-        write = pmem.write(addresses, row_bytes, now + start, window)
-        ticks = max(read.ticks, self._compute_ticks(flops), start + write.ticks)
-        return self._done(ticks, (read, write), flops)
+        read = pmem.read(addresses, row_bytes, window)
+        write = pmem.write(addresses, row_bytes, window)
+        return stage(read, write, compute=self._compute(2 * len(addresses) * row_bytes // 4))
+
+    def update_with_deltas(
+        self, pmem: MemoryDevice, addresses: np.ndarray, row_bytes: int, deltas: np.ndarray
+    ) -> Stage:
+        """The update, also keeping each row's delta at ``deltas`` (the relaxed lookup of
+        the next batch adds them into its bags)."""
+        window = self.window(row_bytes)
+        read = pmem.read(addresses, row_bytes, window)
+        write = pmem.write(np.concatenate([addresses, deltas]), row_bytes, window)
+        return stage(read, write, compute=self._compute(2 * len(addresses) * row_bytes // 4))
 
     def copy_rows(
-        self, pmem: MemoryDevice, src_addresses: np.ndarray, dst_base: int, row_bytes: int, now: int
-    ) -> OpResult:
-        """DMA the rows a batch will update from the data region into the embedding log."""
-        window = self.window(row_bytes)
-        read = pmem.read(src_addresses, row_bytes, now, window)
-        dst = dst_base + np.arange(len(src_addresses), dtype=np.int64) * row_bytes
-        start = pmem.idle_read_latency
-        write = pmem.write(dst, row_bytes, now + start, window)
-        self.rowsCopied += len(src_addresses)
-        return self._done(max(read.ticks, start + write.ticks), (read, write), 0.0)
+        self,
+        pmem: MemoryDevice,
+        sources: np.ndarray,
+        row_bytes: int,
+        entries: np.ndarray,
+        entry_bytes: int,
+        header: int,
+    ) -> Stage:
+        """DMA rows into log entries (row id + values at ``entries``), streamed, and the
+        record's 64 B header (with the entries' CRC) at ``header``."""
+        read = pmem.read(sources, row_bytes, self.window(row_bytes))
+        write = pmem.write(entries, entry_bytes, self.window(entry_bytes))
+        self.rowsCopied += len(sources)
+        return stage(read, concurrent(write, self._header(pmem, header)))
+
+    def write_log(
+        self,
+        pmem: MemoryDevice,
+        addresses: np.ndarray,
+        burst: int,
+        header: int | None,
+        along: Stage | None = None,
+    ) -> Stage:
+        """Write bytes arriving ``along`` a transfer to a log in DMA bursts of ``burst``
+        bytes (and the record's header when it is complete)."""
+        write = pmem.write(addresses, burst, self.window(burst))
+        if header is not None:
+            write = concurrent(write, self._header(pmem, header))
+        return stage(write, along=along)
+
+    @staticmethod
+    def _header(pmem: MemoryDevice, address: int):
+        return pmem.write(np.array([address], dtype=np.int64), RECORD_HEADER)
 
     def start_mlp_log(self, nbytes: int) -> None:
         """Arm the MLP size counter with the MMIO-programmed parameter size."""
         self.mlpBytesExpected.set(nbytes)
         self.mlpBytesReceived.set(0)
 
+    def count_mlp(self, nbytes: int) -> None:
+        """The counter of MLP bytes written to the log."""
+        self.mlpBytesReceived += nbytes
+
     @property
     def mlp_log_complete(self) -> bool:
         return self.mlpBytesReceived.value >= self.mlpBytesExpected.value
 
-    def write_log(self, pmem: MemoryDevice, nbytes: int, dst_base: int, now: int) -> OpResult:
-        """Write pulled MLP bytes to the log in DMA bursts and count them received."""
-        if nbytes <= 0:
-            return OpResult(0, ())
-        burst = self.log_burst
-        offset = int(self.mlpBytesReceived.value)
-        dst = dst_base + offset + np.arange(math.ceil(nbytes / burst), dtype=np.int64) * burst
-        write = pmem.write(dst, burst, now, self.window(burst))
-        self.mlpBytesReceived += nbytes
-        return self._done(write.ticks, (write,), 0.0)
-
-    def _compute_ticks(self, flops: float) -> int:
-        return math.ceil(flops * TICKS_PER_SECOND / (self.lanes * self.clock))
-
-    def _done(self, ticks: int, accesses: tuple[Access, ...], flops: float) -> OpResult:
-        energy = flops * self.flop_energy
-        self.busyTicks += ticks
+    def _compute(self, flops: float) -> dict[str, float]:
+        """The lanes' work for ``flops`` FP32 operations (and its energy)."""
         self.flops += flops
-        self.dynamicEnergy += energy
-        return OpResult(int(ticks), accesses, flops, energy)
+        self.dynamicEnergy += flops * self.flop_energy
+        return {self.path: flops * TICKS_PER_SECOND / (self.lanes * self.clock)}
+
+    def absorb_use(self, use, units) -> None:
+        self.busyTicks.set(use[self.path].busy if self.path in use else 0)

@@ -108,7 +108,7 @@ def build(board) -> Gem5System:
 
     system = m5o.System(mem_mode="timing", mmap_using_noreserve=True)
     system.clk_domain = _clock(m5o, "1GHz")
-    need = board.layout.end
+    need = board.layout.size
     table = board.table_memory()
     kind = type(table).__name__
     if kind == "Pmem":

@@ -1,10 +1,11 @@
-"""CXL links, switches, paths and the three sub-protocols as timed transactions.
+"""CXL links, switches, paths and the three sub-protocols as transaction streams.
 
-Every function returns ticks for a whole transaction stream and schedules nothing:
-boards place the returned durations on their timelines. Streams of 64 B lines are
-modelled with Little's law: after the first line's unloaded latency, lines complete
-at the slower of the bottleneck link's payload rate and ``max_outstanding`` lines per
-first-line latency. Message headers are packed bit-exact into flit payload, ignoring
+Every function returns a Stage: what a whole stream of transactions needs of each link
+direction it crosses (serialization of its flits, both ways: requests out, responses
+back), of the agent that keeps its lines in flight (a DCOH's trackers, Little's law:
+``max_outstanding`` lines per first-line round trip), and the first line's unloaded
+latency. The flow network decides when the stream ends, next to everything else on the
+same links. Message headers are packed bit-exact into flit payload, ignoring
 slot-format granularity (a small, documented optimism).
 """
 
@@ -15,9 +16,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from components.interconnect.link import DIRECTIONS, SerialLink
+from components.sim.flows import Flow
 from components.sim.params import ConfigError, Int, Latency, Power
+from components.sim.schedule import Stage
 from components.sim.simobject import SimObject
-from components.sim.units import TICKS_PER_SECOND
 
 LINE_BYTES = 64  # CXL.cache / CXL.mem transfer granule (CXL 2.0 spec §3.2, §3.3)
 
@@ -111,6 +113,19 @@ class CxlPath:
         """Payload bytes/s of the bottleneck link."""
         return min(link.effective_bandwidth for link, _ in self.hops)
 
+    def needs(self, forward_bytes: int, backward_bytes: int = 0) -> dict[str, float]:
+        """Serialization ticks a stream needs of each link direction: ``forward_bytes``
+        of payload along the path, ``backward_bytes`` of responses against it. Every
+        hop carries all of it (flits are forwarded as they arrive: the bottleneck link
+        sets the pace)."""
+        out: dict[str, float] = {}
+        for link, direction in self.hops:
+            for nbytes, way in ((forward_bytes, direction), (backward_bytes, _reverse(direction))):
+                if nbytes > 0:
+                    key = link.resource(way)
+                    out[key] = out.get(key, 0.0) + link.serialization_ticks(nbytes)
+        return out
+
     def record(self, nbytes: int, forward: bool = True) -> None:
         """Count nbytes of payload crossing every link and switch."""
         for link, direction in self.hops:
@@ -127,17 +142,30 @@ def _header_bytes(message: str) -> int:
     return math.ceil(HEADER_BITS[message] / 8)
 
 
-def stream_ticks(
-    path: CxlPath, lines: int, first_line_ticks: int, line_wire_bytes: int, max_outstanding: int
-) -> int:
-    """Ticks for `lines` pipelined line transactions (Little's law, see module doc)."""
+def line_stream(
+    path: CxlPath,
+    lines: int,
+    forward_bytes: int,
+    backward_bytes: int,
+    first_line_ticks: int,
+    window: tuple[str, int] | int,
+) -> Stage:
+    """``lines`` pipelined line transactions over ``path``: the flits both ways, and a
+    window of outstanding lines per first-line round trip: a shared tracker
+    (``(resource, entries)``, e.g. a DCOH's) or the requester's own (``entries``)."""
     if lines <= 0:
-        return 0
-    if max_outstanding < 1:
-        raise ValueError("max_outstanding must be at least 1")
-    link_interval = line_wire_bytes * TICKS_PER_SECOND / path.bandwidth
-    window_interval = first_line_ticks / max_outstanding
-    return first_line_ticks + math.ceil((lines - 1) * max(link_interval, window_interval))
+        return Stage()
+    needs = path.needs(forward_bytes, backward_bytes)
+    per_line = first_line_ticks * lines
+    min_ticks = 0.0
+    if isinstance(window, tuple):
+        resource, entries = window
+        needs[resource] = per_line / entries
+    else:
+        if window < 1:
+            raise ValueError("max_outstanding must be at least 1")
+        min_ticks = per_line / window
+    return Stage([Flow(needs, min_ticks=min_ticks)], first_line_ticks)
 
 
 def lines_for(nbytes: int) -> int:
@@ -145,41 +173,36 @@ def lines_for(nbytes: int) -> int:
 
 
 # ----- CXL.io ----------------------------------------------------------------------------
-def mmio_write_ticks(path: CxlPath, nbytes: int, *, record: bool = False) -> int:
-    """A posted CXL.io memory write (e.g. the host's per-batch index write): no completion,
-    so its cost is the one-way latency of the TLP."""
+def mmio_write(path: CxlPath, nbytes: int) -> Stage:
+    """A posted CXL.io memory write (e.g. the host's per-batch index write): no
+    completion, so it lasts its flits' serialization plus the path's latency."""
     tlp = TLP_HEADER_BYTES + nbytes
-    if record:
-        path.record(tlp)
-    return path.one_way_ticks(tlp)
+    path.record(tlp)
+    return Stage([Flow(path.needs(tlp))], path.one_way_ticks(0))
 
 
 # ----- CXL.mem ---------------------------------------------------------------------------
-def mem_read_ticks(
-    path: CxlPath, nbytes: int, *, max_outstanding: int, record: bool = False
-) -> int:
+def mem_read(path: CxlPath, nbytes: int, *, max_outstanding: int) -> Stage:
     """Host (or peer) reads of device memory: M2S Req out, S2M DRS (header + 64 B) back.
-    Device media time is not included; boards add the memory device's own time."""
+    Device media time is not included; boards add the memory device's own stream."""
     lines = lines_for(nbytes)
     req, drs = _header_bytes("M2S Req"), _header_bytes("S2M DRS") + LINE_BYTES
-    if record and lines:
+    if lines:
         path.record(lines * req)
         path.record(lines * drs, forward=False)
     first = path.round_trip_ticks(req, drs)
-    return stream_ticks(path, lines, first, drs, max_outstanding)
+    return line_stream(path, lines, lines * req, lines * drs, first, max_outstanding)
 
 
-def mem_write_ticks(
-    path: CxlPath, nbytes: int, *, max_outstanding: int, record: bool = False
-) -> int:
+def mem_write(path: CxlPath, nbytes: int, *, max_outstanding: int) -> Stage:
     """Writes to device memory: M2S RwD (header + 64 B) out, S2M NDR completion back."""
     lines = lines_for(nbytes)
     rwd, ndr = _header_bytes("M2S RwD") + LINE_BYTES, _header_bytes("S2M NDR")
-    if record and lines:
+    if lines:
         path.record(lines * rwd)
         path.record(lines * ndr, forward=False)
     first = path.round_trip_ticks(rwd, ndr)
-    return stream_ticks(path, lines, first, rwd, max_outstanding)
+    return line_stream(path, lines, lines * rwd, lines * ndr, first, max_outstanding)
 
 
 # ----- CXL.cache -------------------------------------------------------------------------
@@ -199,29 +222,34 @@ class Dcoh(SimObject):
         self.linesRead = self.scalar("linesRead", "64 B lines read over CXL.cache", "Count")
         self.linesFlushed = self.scalar("linesFlushed", "dirty 64 B lines flushed", "Count")
 
-    def read_ticks(self, path: CxlPath, nbytes: int, *, record: bool = False) -> int:
+    def read(self, path: CxlPath, nbytes: int) -> Stage:
         """Read nbytes of lines: D2H Req (RdShared) out, H2D Data (header + 64 B) back."""
         lines = lines_for(nbytes)
         req, data = _header_bytes("D2H Req"), _header_bytes("H2D Data") + LINE_BYTES
-        if record and lines:
+        if lines:
             path.record(lines * req)
             path.record(lines * data, forward=False)
             self.linesRead += lines
         first = path.round_trip_ticks(req, data)
-        return stream_ticks(path, lines, first, data, self.max_outstanding)
+        return line_stream(path, lines, lines * req, lines * data, first, self.window)
 
-    def flush_ticks(self, path: CxlPath, nbytes: int, *, record: bool = False) -> int:
+    def flush(self, path: CxlPath, nbytes: int) -> Stage:
         """Flush nbytes of dirty lines towards the path's target: D2H Req (DirtyEvict),
         H2D Rsp (GO_WritePull) back, then D2H Data (header + 64 B)."""
         lines = lines_for(nbytes)
         req, rsp = _header_bytes("D2H Req"), _header_bytes("H2D Rsp")
         data = _header_bytes("D2H Data") + LINE_BYTES
-        if record and lines:
+        if lines:
             path.record(lines * (req + data))
             path.record(lines * rsp, forward=False)
             self.linesFlushed += lines
         first = path.round_trip_ticks(req, rsp) + path.one_way_ticks(data)
-        return stream_ticks(path, lines, first, data, self.max_outstanding)
+        return line_stream(path, lines, lines * (req + data), lines * rsp, first, self.window)
+
+    @property
+    def window(self) -> tuple[str, int]:
+        """The DCOH's line trackers, shared by every stream it runs at once."""
+        return (self.path, self.max_outstanding)
 
 
 class Type2Device(SimObject):

@@ -4,7 +4,8 @@ Both PCIe and CXL move data as fixed-overhead units (TLPs, flits) over lanes wit
 line code, so one model covers both: the payload bandwidth is the raw lane rate x
 lanes x encoding efficiency x (payload / flit bytes). Latency of a transfer is the
 one-way propagation (PHY, link layer, wire) plus serialization of its flits. The link
-only answers "how long"; boards decide when (no scheduling here).
+answers what a transfer needs of each direction (serialization ticks) and its fixed
+latency; the flow network decides how long a transfer takes next to the others.
 """
 
 from __future__ import annotations
@@ -108,6 +109,11 @@ class SerialLink(SimObject):
         """Ticks from the first bit sent to the last payload byte received."""
         _check_direction(direction)
         return self.propagation_latency + self.serialization_ticks(nbytes)
+
+    def resource(self, direction: str) -> str:
+        """Name of one direction of the link in the flow network (and in stats)."""
+        _check_direction(direction)
+        return f"{self.path}.{direction}"
 
     def request_latency(self, nbytes: int = 64) -> int:
         """Unloaded one-way latency of a single small request (one flit when it fits)."""

@@ -8,11 +8,12 @@ cudaMemcpy call, the host staging copy of pageable memory, and cudaStreamSynchro
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from components.interconnect.link import SerialLink
+from components.sim.flows import Flow
 from components.sim.params import Bandwidth, Float, Latency, MemorySize
+from components.sim.schedule import Stage
 from components.sim.simobject import SimObject
 from components.sim.units import transfer_ticks
 
@@ -83,33 +84,24 @@ class CudaRuntime(SimObject):
         """Pinned cudaMemcpy payload rate over link (B/s)."""
         return link.effective_bandwidth * self.dma_efficiency
 
-    def memcpy_ticks(
-        self,
-        link: SerialLink,
-        nbytes: int,
-        direction: str = "down",
-        *,
-        pinned: bool = True,
-        record: bool = False,
-    ) -> int:
-        """Duration of a synchronous cudaMemcpy of nbytes over link; pageable memory adds
-        a (non-overlapped) host staging copy."""
-        wire = link.propagation_latency + math.ceil(
-            link.serialization_ticks(nbytes) / self.dma_efficiency
-        )
+    def memcpy(
+        self, link: SerialLink, nbytes: int, direction: str = "down", *, pinned: bool = True
+    ) -> Stage:
+        """A synchronous cudaMemcpy of nbytes over link: the copy engine's share of the
+        wire (a flow on that direction), the call's fixed cost and the propagation;
+        pageable memory adds a (non-overlapped) host staging copy."""
         software = self.memcpy_overhead
         if not pinned:
             software += transfer_ticks(nbytes, self.staging_bandwidth)
-        if record:
-            link.record(nbytes, direction)
-            self.memcpyCalls += 1
-            self.memcpyBytes += nbytes
-            self.overheadTicks += software
-        return software + wire
+        link.record(nbytes, direction)
+        self.memcpyCalls += 1
+        self.memcpyBytes += nbytes
+        self.overheadTicks += software
+        wire = link.serialization_ticks(nbytes) / self.dma_efficiency
+        return Stage([Flow({link.resource(direction): wire})], software + link.propagation_latency)
 
-    def sync_ticks(self, *, record: bool = False) -> int:
-        """cudaStreamSynchronize once the stream's work has finished."""
-        if record:
-            self.syncCalls += 1
-            self.overheadTicks += self.sync_overhead
+    def sync(self) -> int:
+        """cudaStreamSynchronize once the stream's work has finished (ticks)."""
+        self.syncCalls += 1
+        self.overheadTicks += self.sync_overhead
         return self.sync_overhead

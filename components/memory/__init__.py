@@ -1,17 +1,17 @@
-"""Memory devices (PMEM, DRAM, SSD) with vectorized analytical timing."""
+"""Memory devices (PMEM, DRAM, SSD): what request streams need of their controllers."""
 
-from components.memory.base import Access, MemoryController, MemoryDevice, OpResult
+from components.memory.base import MemoryController, MemoryDevice, MemStream, stage
 from components.memory.dram import Dram
 from components.memory.pmem import Pmem
 from components.memory.ssd import Ssd, SsdWithCache
 
 __all__ = [
-    "Access",
     "Dram",
+    "MemStream",
     "MemoryController",
     "MemoryDevice",
-    "OpResult",
     "Pmem",
     "Ssd",
     "SsdWithCache",
+    "stage",
 ]

@@ -1,57 +1,59 @@
-"""Memory devices with vectorized, analytical timing over a whole op's request stream.
+"""Memory devices: what a request stream needs of each controller, derived from the trace.
 
 A device is N controllers behind an address interleave. Each request is split into the
 device's internal access units ("lines": 64 B DRAM bursts, 256 B Optane XPLines, 4 KiB
-SSD pages); a small per-controller buffer of ``buffer_lines`` lines serves repeated
-lines (read buffer hits, write combining), so only the rest reach the media. Per
-controller, after the first access's latency, accesses complete at the slower of the
-media bandwidth and ``queue entries / latency`` (Little's law); the requester's own
-``outstanding`` window bounds the stream the same way. Writes are posted: a write
-completes when the controller's write pending queue (WPQ) accepts it, and the device
-remembers when each written line finishes draining to the media so that a later read
-of that line waits (read-after-write stall). Everything is numpy over the stream; there
-is no per-request Python code.
+SSD pages). Each controller has a buffer of ``buffer_lines`` line entries, direct-mapped
+by the controller-local line number: a read of a line still in its entry is served from
+the buffer, writes to a line in its entry combine, and only the rest reach the media. A
+line written back whose combined writes never covered it whole is first read
+(read-modify-write). Reads and writes of every op share each controller's media time
+with their own costs (``access_unit / ctrl_read_bandwidth`` per line read,
+``access_unit / ctrl_write_bandwidth`` per line written).
+
+A stream is a ``MemStream``: media ticks per controller, the requester's bound (its
+``outstanding`` window: Little's law), the latency of its last request. The flow network
+(components/sim/flows.py) decides how fast it goes next to everything else. Writes are
+posted: a write is done for the requester when the controller's write pending queue
+(WPQ) accepts it, i.e. once all but the last ``write_queue`` lines per controller have
+drained; those drain afterwards in a flow of their own. Under ADR a write is durable at
+acceptance, under eADR/GPF at issue; each request's persist tick comes from the
+stream's actual progress. A read of a line that an earlier write has not drained yet
+waits for that write's drain progress (read-after-write stall). All of it is numpy over
+the stream; there is no per-request Python code.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from components.sim.flows import Flow
 from components.sim.params import ConfigError, MemorySize
+from components.sim.schedule import Stage
 from components.sim.simobject import SimObject
 from components.sim.units import TICKS_PER_SECOND
 
-
-@dataclass(frozen=True)
-class Access:
-    """What one read or write op cost. ``persist_ticks``: per write request, the offset
-    from ``now`` at which it enters the persistence domain (empty for reads)."""
-
-    ticks: int
-    raw_stall_ticks: int
-    media_bytes: int
-    requests: int
-    energy_j: float
-    persist_ticks: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+SUB_BLOCKS = 32  # coverage of a line is tracked in 1/32 sub-blocks (8 B of a 256 B XPLine)
+FULL = np.uint64((1 << SUB_BLOCKS) - 1)
 
 
 @dataclass(frozen=True)
-class OpResult:
-    """A compute engine's op over memory: its duration from ``now``, the device accesses
-    it made, and the arithmetic it did (for energy and stats)."""
+class PersistedWrites:
+    """Requests of one write stream and the tick each entered the persistence domain."""
 
-    ticks: int
-    accesses: tuple[Access, ...]
-    flops: float = 0.0
-    energy_j: float = 0.0
+    owner: int | None
+    addresses: np.ndarray
+    size: int
+    ticks: np.ndarray
+    issued: int  # tick the stream's first request was issued
 
 
 class MemoryController(SimObject):
-    """Stats of one controller (``pmem.ctrl0.bytesRead``); its timing is the device's."""
+    """Stats of one controller (``pmem.ctrl0.bytesRead``); its timing is the network's."""
 
     def __init__(self, **overrides: Any) -> None:
         super().__init__(**overrides)
@@ -69,7 +71,6 @@ class MemoryController(SimObject):
         )
         self.rmwReads = self.scalar("rmwReads", "partial-line writes needing a media read", "Count")
         self.rawStalls = self.scalar("rawStalls", "reads of lines still draining", "Count")
-        self.busyTicks = self.scalar("busyTicks", "ticks the controller was busy", "Tick")
         self.readAmplification = self.formula(
             "readAmplification",
             "media bytes read per requested byte",
@@ -84,12 +85,109 @@ class _Lines:
 
     request: np.ndarray  # index of the request each line access belongs to
     line: np.ndarray  # line number (address // access_unit)
-    cover: np.ndarray  # bytes of the line the request touches
+    lo: np.ndarray  # first byte of the line the request touches (offset in the line)
+    hi: np.ndarray  # one past its last byte
     ctrl: np.ndarray  # controller serving the line
-    pos: np.ndarray  # position of the access in its controller's stream
-    hit: np.ndarray  # served by / merged into the line buffer
-    episode: np.ndarray  # buffer episode: first access of a line and the hits merged into it
-    order: np.ndarray | None  # accesses sorted by line (stable), when already computed
+    hit: np.ndarray  # the line was in its buffer entry (read hit / combined write)
+    episode: np.ndarray  # buffer episode: a miss and the hits that follow it in its entry
+
+
+@dataclass(eq=False)
+class MemStream:
+    """What one request stream needs of a device (see the module docstring)."""
+
+    device: MemoryDevice
+    needs: dict[str, float]
+    bytes: dict[str, float]
+    min_ticks: float
+    latency: int
+    requests: int
+    gates: list = field(default_factory=list)
+    writes: list[WriteStream] = field(default_factory=list)
+
+
+class WriteStream:
+    """A write stream's acceptance, persistence and drain, followed as its flows run.
+
+    ``accept``: per request, the progress of the requester-visible flow at which the
+    WPQ accepts it; ``key``: per distinct line written, its drain position (in (0, 1]
+    within the visible flow, in (1, 2] within the drain flow that follows)."""
+
+    def __init__(
+        self,
+        device: MemoryDevice,
+        addresses: np.ndarray,
+        size: int,
+        accept: np.ndarray,
+        lines: np.ndarray,
+        key: np.ndarray,
+        drain_needs: dict[str, float],
+    ) -> None:
+        self.device, self.addresses, self.size = device, addresses, size
+        self.accept, self.lines, self.key = accept, lines, key
+        self.drain = Flow(drain_needs, label=f"{device.path}.drain")
+        self.visible: Flow | None = None
+        self.offset = 0  # ticks between the flow's progress and this stream's issue
+        self.persisted = 0  # requests accepted (all, unless the flow was stopped)
+        self._waiting: list[tuple[float, object]] = []
+        self.drain.on_end.append(self._drained)
+
+    def attach(self, flow: Flow, offset: int) -> None:
+        """Follow ``flow`` (the stream's visible part, maybe pipelined with others)."""
+        self.visible, self.offset = flow, offset
+        flow.then.append(self.drain)
+        flow.on_end.append(self._accepted)
+        flow.writes.append(self)
+
+    def position(self) -> float:
+        """How far the stream has drained, on the scale of ``key``."""
+        if self.drain.end >= 0:
+            return 2.0
+        if self.drain.start >= 0:
+            return 1.0 + self.drain.done
+        return self.visible.done if self.visible is not None else 0.0
+
+    def drained(self, key: float):
+        """Event that fires once every line up to drain position ``key`` has drained."""
+        if key <= 1.0:
+            return self.visible.network.milestone(self.visible, key)
+        event = self.device.event_source()
+        if self.drain.start >= 0:
+            chained = self.drain.network.milestone(self.drain, key - 1.0)
+            chained.callbacks.append(lambda _e: event.succeed())
+        else:
+            self._waiting.append((key - 1.0, event))
+        return event
+
+    def _accepted(self, flow: Flow) -> None:
+        """Persist ticks from the visible flow's progress; hand over to the drain. A
+        flow stopped early (its window closed) wrote only the requests it reached."""
+        reached = self.accept <= flow.done + 1e-9
+        self.persisted = int(reached.sum())
+        domain_latency = self.device.write_latency if self.device._domain() == "adr" else 0
+        ticks = flow.tick_at(self.accept[reached]) + self.offset + domain_latency
+        persisted = PersistedWrites(
+            flow.owner,
+            self.addresses[reached],
+            self.size,
+            np.ceil(ticks).astype(np.int64),
+            flow.start + self.offset,
+        )
+        for listener in self.device.write_listeners:
+            listener(persisted)
+        network = flow.network
+        if flow.done < 1.0:  # stopped: what reached the WPQ still drains
+            scaled = {k: v * flow.done for k, v in self.drain.needs.items()}
+            self.drain.needs = {k: v for k, v in scaled.items() if v > 0}
+            self.drain.owner = flow.owner
+            network.start(self.drain)
+        pending, self._waiting = self._waiting, []
+        for fraction, event in pending:
+            chained = network.milestone(self.drain, fraction)
+            chained.callbacks.append(lambda _e, event=event: event.succeed())
+
+    def _drained(self, _flow: Flow) -> None:
+        self.device._active_writes.remove(self)
 
 
 class MemoryDevice(SimObject):
@@ -111,15 +209,11 @@ class MemoryDevice(SimObject):
     def __init__(self, **overrides: Any) -> None:
         super().__init__(**overrides)
         self.dynamicEnergy = self.scalar("dynamicEnergy", "media access energy", "Joule")
-        self.rawStallTicks = self.scalar(
-            "rawStallTicks", "op time added by read-after-write stalls", "Tick"
-        )
         self.readOps = self.scalar("readOps", "read ops (request streams)", "Count")
         self.writeOps = self.scalar("writeOps", "write ops (request streams)", "Count")
-        self._pending_lines = np.zeros(0, dtype=np.int64)  # sorted lines still draining
-        self._pending_done = np.zeros(0, dtype=np.int64)  # absolute tick each finishes
-        self._drain_end = np.zeros(0, dtype=np.int64)  # per controller, absolute tick
-        self._read_end = np.zeros(0, dtype=np.int64)  # per controller, last read served
+        object.__setattr__(self, "_active_writes", [])
+        object.__setattr__(self, "write_listeners", [])
+        object.__setattr__(self, "event_source", None)
         self._controllers()
 
     # ----- analytical figures ---------------------------------------------------
@@ -148,88 +242,124 @@ class MemoryDevice(SimObject):
     def write_bandwidth(self) -> float:
         return self.ctrl_write_bandwidth * self.controllers
 
-    # ----- ops ----------------------------------------------------------------
-    def read(
-        self, addresses: np.ndarray, size: int, now: int, outstanding: int | None = None
-    ) -> Access:
-        """Time a stream of reads of ``size`` bytes each, issued in order at ``now``."""
-        addr, window = self._check(addresses, size, outstanding)
-        ctrls = self._controllers()
-        if addr.size == 0:
-            return Access(0, 0, 0, 0, 0.0)
-        lines = self._split(addr, size)
-        n = self.controllers
-        unit, lat = self.access_unit, self.read_latency
-        media = np.where(lines.hit, 0, unit)
-        m_c = np.bincount(lines.ctrl, weights=~lines.hit, minlength=n)
-        bytes_c = np.bincount(lines.ctrl, weights=media, minlength=n)
-        span_c = _stream_span(bytes_c, m_c, lat, self.ctrl_read_bandwidth, self.read_queue)
-        # reads of concurrent ops share each controller's read bandwidth in issue order
-        busy_c = np.where(m_c > 0, self._reads_backlog(now, n) + span_c, 0.0)
-        base = max(float(busy_c.max()), _window_span(addr.size, lat, window))
-        self._read_end[:n] = np.where(m_c > 0, now + np.ceil(busy_c), self._read_end[:n])
-        ticks = base
-        stalled, done = self._draining(lines, now)
-        if stalled.any():
-            ticks = max(ticks, float(done[stalled].max() - now + lat))
-        ticks_i, stall = int(math.ceil(ticks)), int(math.ceil(ticks) - math.ceil(base))
-        energy = float(media.sum()) * self.read_energy
-        self._account_reads(ctrls, lines, media, span_c, stalled)
-        self.readOps += 1
-        self.rawStallTicks += stall
-        self.dynamicEnergy += energy
-        return Access(ticks_i, stall, int(media.sum()), int(addr.size), energy)
+    def resource(self, ctrl: int) -> str:
+        """Name of one controller's media in the flow network (and in stats)."""
+        return f"{self.path}.ctrl{ctrl}"
 
-    def write(
-        self, addresses: np.ndarray, size: int, now: int, outstanding: int | None = None
-    ) -> Access:
-        """Time a stream of posted writes; remember when each line finishes draining."""
+    def bind(self, event_source: Callable[[], object]) -> None:
+        """Give the device the engine's event factory (RAW gates on draining writes)."""
+        object.__setattr__(self, "event_source", event_source)
+
+    # ----- streams ------------------------------------------------------------------
+    def read(self, addresses: np.ndarray, size: int, outstanding: int | None = None) -> MemStream:
+        """The needs of a stream of reads of ``size`` bytes each, issued in order now."""
         addr, window = self._check(addresses, size, outstanding)
         ctrls = self._controllers()
+        n = self.controllers
         if addr.size == 0:
-            return Access(0, 0, 0, 0, 0.0)
+            return MemStream(self, {}, {}, 0.0, 0, 0)
         lines = self._split(addr, size)
-        n, unit, lat = self.controllers, self.access_unit, self.write_latency
-        # One media write per buffer episode; an episode that never covered its whole
-        # line must first read it (read-modify-write).
-        episode_cover = np.bincount(lines.episode, weights=lines.cover)
-        episode_ctrl = np.zeros(episode_cover.size, dtype=np.int64)
-        episode_ctrl[lines.episode] = lines.ctrl
-        writes_c = np.bincount(episode_ctrl, minlength=n).astype(float)
-        rmw_c = np.bincount(episode_ctrl, weights=episode_cover < unit, minlength=n)
-        count_c = np.bincount(lines.ctrl, minlength=n)
-        media_s = (
-            writes_c * unit / self.ctrl_write_bandwidth + rmw_c * unit / self.ctrl_read_bandwidth
+        unit = self.access_unit
+        media = np.where(lines.hit, 0, unit)
+        misses_c = np.bincount(lines.ctrl, weights=~lines.hit, minlength=n)
+        media_c = misses_c * unit
+        need_c = self._media_ticks(
+            media_c / self.ctrl_read_bandwidth, misses_c, self.read_latency, self.read_queue
         )
-        span_c = np.maximum(media_s * TICKS_PER_SECOND, (writes_c - 1) * lat / self.write_queue)
-        step_c = np.divide(span_c, count_c, out=np.zeros(n), where=count_c > 0)
-        start_c = self._backlog(now, n)
-        k, step, start = lines.pos, step_c[lines.ctrl], start_c[lines.ctrl]
-        # accepted once the requester may issue it and a WPQ entry has drained
-        issue = lines.request * (lat / window)
-        accept = lat + np.maximum(issue, start + (k - self.write_queue + 1) * step)
-        drain = np.maximum(lat + start + (k + 1) * step, accept + step)
-        firsts = np.flatnonzero(np.r_[True, lines.request[1:] != lines.request[:-1]])
-        accept_req = np.maximum.reduceat(accept, firsts)
-        ticks = int(math.ceil(accept_req.max()))
-        # ADR: durable in the WPQ; eADR / GPF: durable as soon as it is issued
-        persist = accept_req if self._domain() == "adr" else accept_req - lat
-        self._remember(lines.line, now + np.ceil(drain).astype(np.int64), lines.ctrl, now)
-        media_bytes = int((writes_c.sum() + rmw_c.sum()) * unit)
-        energy = unit * (writes_c.sum() * self.write_energy + rmw_c.sum() * self.read_energy)
+        gates, stalled = self._raw_gates(lines)
+        requested = np.bincount(lines.ctrl, weights=lines.hi - lines.lo, minlength=n)
+        reqs = np.bincount(lines.ctrl, minlength=n)
+        hits = np.bincount(lines.ctrl, weights=lines.hit, minlength=n)
+        stalls = np.bincount(lines.ctrl, weights=stalled, minlength=n)
         for c in range(n):
             ctrl = ctrls[c]
-            ctrl.bytesWritten += float(np.sum(lines.cover[lines.ctrl == c]))
+            ctrl.bytesRead += float(requested[c])
+            ctrl.mediaBytesRead += float(media_c[c])
+            ctrl.readReqs += int(reqs[c])
+            ctrl.bufferHits += int(hits[c])
+            ctrl.rawStalls += int(stalls[c])
+        energy = float(media.sum()) * self.read_energy
+        self.readOps += 1
+        self.dynamicEnergy += energy
+        return MemStream(
+            self,
+            self._by_resource(need_c),
+            self._by_resource(media_c),
+            self._window_ticks(addr.size, self.read_latency, window),
+            self.read_latency,
+            int(addr.size),
+            gates,
+        )
+
+    def write(self, addresses: np.ndarray, size: int, outstanding: int | None = None) -> MemStream:
+        """The needs of a stream of posted writes, and its acceptance/drain bookkeeping."""
+        addr, window = self._check(addresses, size, outstanding)
+        ctrls = self._controllers()
+        n, unit, queue = self.controllers, self.access_unit, self.write_queue
+        if addr.size == 0:
+            return MemStream(self, {}, {}, 0.0, 0, 0)
+        lines = self._split(addr, size)
+        episodes = _episodes(lines, unit)
+        writes_c = np.bincount(episodes.ctrl, minlength=n).astype(float)
+        rmw_c = np.bincount(episodes.ctrl, weights=~episodes.full, minlength=n)
+        media_ticks = (
+            writes_c * unit / self.ctrl_write_bandwidth + rmw_c * unit / self.ctrl_read_bandwidth
+        )
+        need_c = self._media_ticks(media_ticks, writes_c, self.write_latency, queue)
+        visible_c = np.maximum(writes_c - queue, 0)
+        share = np.divide(visible_c, writes_c, out=np.zeros(n), where=writes_c > 0)
+        # an episode's media write completes at (rank + 1) of its controller's episodes
+        rank, total = episodes.rank, writes_c[episodes.ctrl]
+        head = visible_c[episodes.ctrl]
+        key = np.where(
+            rank + 1 <= head,
+            np.divide(rank + 1, head, out=np.ones(rank.size), where=head > 0),
+            1.0 + (rank + 1 - head) / np.maximum(np.minimum(total, queue), 1),
+        )
+        accepted_line = np.divide(
+            rank + 1 - queue, head, out=np.zeros(rank.size), where=head > 0
+        ).clip(0.0, 1.0)[lines.episode]
+        firsts = np.flatnonzero(np.r_[True, lines.request[1:] != lines.request[:-1]])
+        issue = np.arange(addr.size) / addr.size
+        accept = np.maximum(np.maximum.reduceat(accepted_line, firsts), issue)
+        if self._domain() != "adr":
+            accept = issue
+        line_order = np.lexsort((key, episodes.line))  # per line, its last drain last
+        sorted_line = episodes.line[line_order]
+        last = np.r_[sorted_line[1:] != sorted_line[:-1], True]
+        stream = WriteStream(
+            self,
+            addr,
+            size,
+            accept,
+            sorted_line[last],
+            key[line_order][last],
+            self._by_resource(need_c * (1 - share)),
+        )
+        self._active_writes.append(stream)
+        count_c = np.bincount(lines.ctrl, minlength=n)
+        covered = np.bincount(lines.ctrl, weights=lines.hi - lines.lo, minlength=n)
+        for c in range(n):
+            ctrl = ctrls[c]
+            ctrl.bytesWritten += float(covered[c])
             ctrl.writeReqs += int(count_c[c])
             ctrl.mediaBytesWritten += float(writes_c[c] * unit)
             ctrl.mediaBytesRead += float(rmw_c[c] * unit)
             ctrl.rmwReads += int(rmw_c[c])
             ctrl.combinedWrites += int(count_c[c] - writes_c[c])
-            ctrl.busyTicks += float(span_c[c] + lat) if count_c[c] else 0.0
+        energy = unit * (writes_c.sum() * self.write_energy + rmw_c.sum() * self.read_energy)
         self.writeOps += 1
         self.dynamicEnergy += float(energy)
-        persist_ticks = np.ceil(np.maximum(persist, 0.0)).astype(np.int64)
-        return Access(ticks, 0, media_bytes, int(addr.size), float(energy), persist_ticks)
+        return MemStream(
+            self,
+            self._by_resource(need_c * share),
+            self._by_resource((writes_c + rmw_c) * unit),
+            self._window_ticks(addr.size, self.write_latency, window),
+            self.write_latency,
+            int(addr.size),
+            [],
+            [stream],
+        )
 
     # ----- internals ------------------------------------------------------------
     def _domain(self) -> str:
@@ -240,10 +370,23 @@ class MemoryDevice(SimObject):
         for c in range(self.controllers):
             if f"ctrl{c}" not in self._children:
                 setattr(self, f"ctrl{c}", MemoryController())
-        if self._drain_end.size < self.controllers:
-            self._drain_end = _grown(self._drain_end, self.controllers)
-            self._read_end = _grown(self._read_end, self.controllers)
         return [self._children[f"ctrl{c}"] for c in range(self.controllers)]
+
+    def _by_resource(self, per_ctrl: np.ndarray) -> dict[str, float]:
+        return {self.resource(c): float(v) for c, v in enumerate(per_ctrl) if v > 0}
+
+    @staticmethod
+    def _media_ticks(
+        seconds_c: np.ndarray, accesses_c: np.ndarray, latency: int, queue: int
+    ) -> np.ndarray:
+        """Media ticks per controller, at least ``queue`` accesses per latency (Little's
+        law over the controller's queue)."""
+        return np.maximum(seconds_c * TICKS_PER_SECOND, accesses_c * latency / queue)
+
+    @staticmethod
+    def _window_ticks(requests: int, latency: int, window: float) -> float:
+        """The requester's bound: ``window`` requests in flight per latency."""
+        return (requests - 1) * latency / window if math.isfinite(window) else 0.0
 
     def _check(
         self, addresses: np.ndarray, size: int, outstanding: int | None
@@ -272,109 +415,144 @@ class MemoryDevice(SimObject):
             request = np.repeat(np.arange(addr.size), count)
             offset = np.arange(request.size) - np.repeat(np.cumsum(count) - count, count)
             line, start = first[request] + offset, addr[request]
-        lo = np.maximum(start, line * unit)
-        hi = np.minimum(start + size, (line + 1) * unit)
-        ctrl = (line * unit // self.interleave) % n
-        # small keys make numpy's stable argsort a radix sort
-        by_ctrl = np.argsort(ctrl.astype(np.int16) if n < 2**15 else ctrl, kind="stable")
-        per_ctrl = np.bincount(ctrl, minlength=n)
-        pos = np.empty(line.size, dtype=np.int64)
-        pos[by_ctrl] = np.arange(line.size) - np.repeat(np.cumsum(per_ctrl) - per_ctrl, per_ctrl)
-        hit, episode, order = _buffer_hits(line, pos, self.buffer_lines)
-        return _Lines(request, line, hi - lo, ctrl, pos, hit, episode, order)
+        lo = np.maximum(start, line * unit) - line * unit
+        hi = np.minimum(start + size, (line + 1) * unit) - line * unit
+        per_chunk = self.interleave // unit
+        chunk = line // per_chunk
+        ctrl = chunk % n
+        local = (chunk // n) * per_chunk + line % per_chunk
+        hit, episode = _buffer_hits(line, ctrl, local, self.buffer_lines)
+        return _Lines(request, line, lo, hi, ctrl, hit, episode)
 
-    def _account_reads(self, ctrls, lines: _Lines, media, span_c, stalled) -> None:
-        n = len(span_c)
-        requested = np.bincount(lines.ctrl, weights=lines.cover, minlength=n)
-        media_c = np.bincount(lines.ctrl, weights=media, minlength=n)
-        reqs = np.bincount(lines.ctrl, minlength=n)
-        hits = np.bincount(lines.ctrl, weights=lines.hit, minlength=n)
-        stalls = np.bincount(lines.ctrl, weights=stalled, minlength=n)
-        for c in range(n):
-            ctrl = ctrls[c]
-            ctrl.bytesRead += float(requested[c])
-            ctrl.mediaBytesRead += float(media_c[c])
-            ctrl.readReqs += int(reqs[c])
-            ctrl.bufferHits += int(hits[c])
-            ctrl.rawStalls += int(stalls[c])
-            ctrl.busyTicks += float(span_c[c])
-
-    def _draining(self, lines: _Lines, now: int) -> tuple[np.ndarray, np.ndarray]:
-        """Which line accesses hit a line whose drain completes after ``now``, and when
-        each such line is drained (needles go in sorted, which keeps searchsorted fast)."""
-        size = lines.line.size
-        if self._pending_lines.size == 0:
-            return np.zeros(size, dtype=bool), np.zeros(size, dtype=np.int64)
-        order = lines.order if lines.order is not None else np.argsort(lines.line, kind="stable")
-        idx = np.empty(size, dtype=np.int64)
-        idx[order] = np.searchsorted(self._pending_lines, lines.line[order])
-        idx = np.minimum(idx, self._pending_lines.size - 1)
-        done = self._pending_done[idx]
-        return (self._pending_lines[idx] == lines.line) & (done > now), done
-
-    def _reads_backlog(self, now: int, n: int) -> np.ndarray:
-        """Per controller, ticks of earlier ops' reads still being served at ``now``."""
-        return np.maximum(self._read_end[:n] - now, 0).astype(float)
-
-    def _backlog(self, now: int, n: int) -> np.ndarray:
-        """Per controller, ticks of earlier writes still draining at ``now``."""
-        return np.maximum(self._drain_end[:n] - now, 0).astype(float)
-
-    def _remember(self, line: np.ndarray, done: np.ndarray, ctrl: np.ndarray, now: int) -> None:
-        """Add written lines (absolute drain ticks) to the draining set; forget drained ones."""
-        keep = self._pending_done > now
-        lines = np.concatenate([self._pending_lines[keep], line])
-        dones = np.concatenate([self._pending_done[keep], done])
-        order = np.lexsort((dones, lines))
-        lines, dones = lines[order], dones[order]
-        last = np.r_[lines[1:] != lines[:-1], True]
-        self._pending_lines, self._pending_done = lines[last], dones[last]
-        ends = np.zeros(self.controllers, dtype=np.int64)
-        np.maximum.at(ends, ctrl, done)
-        self._drain_end = np.maximum(self._drain_end, ends)
+    def _raw_gates(self, lines: _Lines) -> tuple[list, np.ndarray]:
+        """Events a read must wait for: the drain of lines earlier writes still hold."""
+        stalled = np.zeros(lines.line.size, dtype=bool)
+        gates = []
+        for stream in self._active_writes:
+            if stream.lines.size == 0:
+                continue
+            idx = np.minimum(np.searchsorted(stream.lines, lines.line), stream.lines.size - 1)
+            match = stream.lines[idx] == lines.line
+            if not match.any():
+                continue
+            keys = stream.key[idx[match]]
+            pending = keys > stream.position() + 1e-12
+            if pending.any():
+                hit_positions = np.flatnonzero(match)[pending]
+                stalled[hit_positions] = True
+                gates.append(stream.drained(float(keys[pending].max())))
+        return gates, stalled
 
 
-def _grown(values: np.ndarray, size: int) -> np.ndarray:
-    grown = np.zeros(size, dtype=np.int64)
-    grown[: values.size] = values
-    return grown
+@dataclass(frozen=True)
+class _Episodes:
+    """One media write per buffer episode: its line, controller, rank in the
+    controller's writes (issue order of the episode's first access), full coverage."""
+
+    line: np.ndarray
+    ctrl: np.ndarray
+    rank: np.ndarray
+    full: np.ndarray
 
 
-def _stream_span(
-    bytes_c: np.ndarray, ops_c: np.ndarray, latency: int, bandwidth: float, queue: int
-) -> np.ndarray:
-    """Per controller: first access's latency, then the rest at the slower of the media
-    bandwidth and ``queue`` accesses per latency (Little's law)."""
-    rest = np.divide(ops_c - 1, ops_c, out=np.zeros_like(bytes_c), where=ops_c > 0)
-    transfer = bytes_c * rest * TICKS_PER_SECOND / bandwidth
-    window = np.maximum(ops_c - 1, 0) * latency / queue
-    return np.where(ops_c > 0, latency + np.maximum(transfer, window), 0.0)
-
-
-def _window_span(requests: int, latency: int, outstanding: float) -> float:
-    """The requester's bound: ``outstanding`` requests in flight per latency."""
-    return latency + (requests - 1) * latency / outstanding
+def _episodes(lines: _Lines, unit: int) -> _Episodes:
+    """Union the byte ranges each episode's writes cover (sub-block bit masks)."""
+    count = int(lines.episode.max()) + 1
+    sub = unit / SUB_BLOCKS
+    lo_blk = np.floor(lines.lo / sub).astype(np.uint64)
+    hi_blk = np.ceil(lines.hi / sub).astype(np.uint64)
+    width = hi_blk - lo_blk
+    mask = np.where(
+        width >= SUB_BLOCKS, FULL, ((np.uint64(1) << width) - np.uint64(1)) << lo_blk
+    ).astype(np.uint64)
+    union = np.zeros(count, dtype=np.uint64)
+    np.bitwise_or.at(union, lines.episode, mask)
+    first = np.full(count, lines.line.size, dtype=np.int64)
+    np.minimum.at(first, lines.episode, np.arange(lines.line.size))
+    line = lines.line[first]
+    ctrl = lines.ctrl[first]
+    order = np.lexsort((first, ctrl))
+    per_ctrl = np.bincount(ctrl, minlength=int(ctrl.max()) + 1)
+    rank = np.empty(count, dtype=np.int64)
+    rank[order] = np.arange(count) - np.repeat(np.cumsum(per_ctrl) - per_ctrl, per_ctrl)
+    return _Episodes(line, ctrl, rank, union == FULL)
 
 
 def _buffer_hits(
-    line: np.ndarray, pos: np.ndarray, window: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """A line access hits the controller's line buffer when the same line was accessed
-    at most ``window`` accesses earlier in that controller's stream (a line maps to one
-    controller, so a stable sort by line keeps each line's accesses in issue order).
-    Returns the hit mask, per access its episode (first miss + following hits), and
-    the sort order by line (None when no buffer means no sort was needed)."""
+    line: np.ndarray, ctrl: np.ndarray, local: np.ndarray, entries: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """A direct-mapped buffer of ``entries`` lines per controller: an access hits when
+    the previous access to its entry (same controller, same local line modulo entries)
+    was to the same line. Returns the hit mask and each access's episode (its miss and
+    the hits that follow it), numbered in the order of the entries' streams."""
     size = line.size
-    if window == 0:
-        return np.zeros(size, dtype=bool), np.arange(size), None
-    order = np.argsort(line, kind="stable")
-    sorted_line, sorted_pos = line[order], pos[order]
+    if entries == 0:
+        return np.zeros(size, dtype=bool), np.arange(size)
+    slot = ctrl.astype(np.int64) * entries + local % entries
+    order = np.argsort(slot, kind="stable")
+    sorted_slot, sorted_line = slot[order], line[order]
     hit_sorted = np.zeros(size, dtype=bool)
-    hit_sorted[1:] = (sorted_line[1:] == sorted_line[:-1]) & (
-        sorted_pos[1:] - sorted_pos[:-1] <= window
-    )
+    hit_sorted[1:] = (sorted_slot[1:] == sorted_slot[:-1]) & (sorted_line[1:] == sorted_line[:-1])
     hit = np.empty(size, dtype=bool)
     hit[order] = hit_sorted
     episode = np.empty(size, dtype=np.int64)
     episode[order] = np.cumsum(~hit_sorted) - 1
-    return hit, episode, order
+    return hit, episode
+
+
+def concurrent(*streams: MemStream) -> MemStream:
+    """Streams served side by side on different devices as one (a cache and its
+    backing store): needs add up, the slower latency and window count."""
+    live = [s for s in streams if s.requests]
+    if not live:
+        return streams[0]
+    needs: dict[str, float] = {}
+    nbytes: dict[str, float] = {}
+    for s in live:
+        for key, value in s.needs.items():
+            needs[key] = needs.get(key, 0.0) + value
+        for key, value in s.bytes.items():
+            nbytes[key] = nbytes.get(key, 0.0) + value
+    return MemStream(
+        live[0].device,
+        needs,
+        nbytes,
+        max(s.min_ticks for s in live),
+        max(s.latency for s in live),
+        sum(s.requests for s in live),
+        [g for s in live for g in s.gates],
+        [w for s in live for w in s.writes],
+    )
+
+
+def stage(
+    *streams: MemStream,
+    compute: dict[str, float] | None = None,
+    latency: int = 0,
+    along: Stage | None = None,
+) -> Stage:
+    """One pipelined stage over memory streams (and compute, and ``along``: a transfer
+    feeding them): every stream's requests, the arithmetic and the transfer flow
+    together, so the stage lasts as long as its most loaded resource under sharing; the
+    first request's latencies (the transfer, then each stream in turn, as a row is read,
+    then computed on, then written) come once, at the end."""
+    needs: dict[str, float] = {}
+    nbytes: dict[str, float] = {}
+    feeding = along.flows if along is not None else []
+    parts = [s.needs for s in streams] + [f.needs for f in feeding] + [compute or {}]
+    for part in parts:
+        for key, value in part.items():
+            needs[key] = needs.get(key, 0.0) + value
+    for part in [s.bytes for s in streams] + [f.bytes for f in feeding]:
+        for key, value in part.items():
+            nbytes[key] = nbytes.get(key, 0.0) + value
+    min_ticks = max([s.min_ticks for s in streams] + [f.min_ticks for f in feeding], default=0.0)
+    flow = Flow(needs, min_ticks=min_ticks, bytes=nbytes)
+    offset = along.latency if along is not None else 0
+    gates = list(along.gates) if along is not None else []
+    for s in streams:
+        for writes in s.writes:
+            writes.attach(flow, offset)
+        offset += s.latency if s.requests else 0
+        gates += s.gates
+    return Stage([flow], latency + offset, gates)

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from components.memory.base import Access, MemoryDevice
+from components.memory.base import MemoryDevice, MemStream, concurrent
 from components.memory.dram import Dram
 from components.sim.params import Bandwidth, Energy, Int, Latency, MemorySize, Power, positive
 from components.sim.simobject import SimObject
@@ -18,12 +18,22 @@ _I750 = "Intel SSD 750 product specification (800 GB, NVMe PCIe 3.0 x4)"
 
 class Ssd(MemoryDevice):
     """Page-granular flash: every request touches whole 4 KiB pages (a 128 B row costs
-    a page) and a partial-page write is a read-modify-write of its page."""
+    a page). The controller's DRAM buffers pages: sequential small writes (log appends)
+    combine into whole pages; a page written back partially is read-modify-written.
+    Not byte-addressable: software persists with one flush command per write batch."""
+
+    byte_addressable = False
 
     controllers = Int(1, "NVMe devices (one controller each)", "the paper's SSD config", low=1)
     interleave = MemorySize("4KiB", "interleave across devices", "one page", check=positive)
     access_unit = MemorySize("4KiB", "flash page (logical block)", _I750, check=positive)
-    buffer_lines = Int(0, "device page buffer (not modelled)", "model choice", low=0)
+    buffer_lines = Int(
+        1024,
+        "pages of the controller's DRAM write/read buffer (4 MiB, direct-mapped)",
+        f"{_I750}: DRAM cache with enhanced power-loss data protection (durable once "
+        "accepted); 4 MiB is an assumption, far below its DRAM size",
+        low=0,
+    )
     read_latency = Latency(
         "16.5us", "idle page read latency (165x DRAM)", f"{_TABLE2}; {_I750}: ~20 us"
     )
@@ -80,15 +90,16 @@ class SsdWithCache(SimObject):
             "Ratio",
             lambda: self.hits.value / max(self.hits.value + self.misses.value, 1),
         )
-        self.dynamicEnergy = self.formula(
-            "dynamicEnergy",
-            "energy of the SSD and the cache DRAM",
-            "Joule",
-            lambda: self.ssd.dynamicEnergy.value + self.dram.dynamicEnergy.value,
-        )
         self._rows = np.zeros(0, dtype=np.int64)  # resident row addresses, sorted
         self._stamp = np.zeros(0, dtype=np.int64)  # their last use (access counter)
         self._clock = 0
+
+    byte_addressable = False
+
+    @property
+    def write_listeners(self) -> list:
+        """Observers of persisted writes: the SSD's (the cache is volatile)."""
+        return self.ssd.write_listeners
 
     @property
     def idle_read_latency(self) -> int:
@@ -106,29 +117,25 @@ class SsdWithCache(SimObject):
     def write_bandwidth(self) -> float:
         return self.ssd.write_bandwidth
 
-    def read(
-        self, addresses: np.ndarray, size: int, now: int, outstanding: int | None = None
-    ) -> Access:
+    def read(self, addresses: np.ndarray, size: int, outstanding: int | None = None) -> MemStream:
         """Hits read host DRAM, misses read the SSD, both at once."""
         addr = np.asarray(addresses, dtype=np.int64).ravel()
         hit = self._hits(addr)
         self._touch(addr, size)
         self.hits += int(hit.sum())
         self.misses += int((~hit).sum())
-        return _merge(
-            self.dram.read(addr[hit], size, now, outstanding),
-            self.ssd.read(addr[~hit], size, now, outstanding),
+        return concurrent(
+            self.dram.read(addr[hit], size, outstanding),
+            self.ssd.read(addr[~hit], size, outstanding),
         )
 
-    def write(
-        self, addresses: np.ndarray, size: int, now: int, outstanding: int | None = None
-    ) -> Access:
+    def write(self, addresses: np.ndarray, size: int, outstanding: int | None = None) -> MemStream:
         """Write through to the SSD; the cached copies are written in DRAM alongside."""
         addr = np.asarray(addresses, dtype=np.int64).ravel()
         self._touch(addr, size)
-        return _merge(
-            self.ssd.write(addr, size, now, outstanding),
-            self.dram.write(addr, size, now, outstanding),
+        return concurrent(
+            self.ssd.write(addr, size, outstanding),
+            self.dram.write(addr, size, outstanding),
         )
 
     def _hits(self, addr: np.ndarray) -> np.ndarray:
@@ -155,15 +162,3 @@ class SsdWithCache(SimObject):
             keep = np.sort(np.argpartition(last, rows.size - capacity)[rows.size - capacity :])
             rows, last = rows[keep], last[keep]
         self._rows, self._stamp = rows, last
-
-
-def _merge(a: Access, b: Access) -> Access:
-    """Two accesses served concurrently (the op lasts as long as the slower one)."""
-    return Access(
-        max(a.ticks, b.ticks),
-        max(a.raw_stall_ticks, b.raw_stall_ticks),
-        a.media_bytes + b.media_bytes,
-        a.requests + b.requests,
-        a.energy_j + b.energy_j,
-        np.maximum(a.persist_ticks, b.persist_ticks) if a.persist_ticks.size else b.persist_ticks,
-    )

@@ -1,12 +1,14 @@
 """The PMEM contents as bytes: a header, a data region and the log regions.
 
-Layout (every region 64 B aligned, little endian):
+Layout (every region page aligned, little endian); the timing model writes the same
+addresses (boards use this layout), so one layout is the truth for both:
   header   magic, version, layout JSON and its CRC32
   data     the embedding table, (total_rows, dim) float32, row r at r * dim * 4
   flags    persistent flags, one 8 B word each (value = batch + 1, 0 = unset)
   emb0/1   embedding log slots: record header + (row id int64, values) entries
   mlp0/1   MLP log slots: record header + float32 parameters
   base     the initial MLP parameters (the checkpoint before batch 0)
+  delta    the last update's row deltas (CXL's relaxed lookup adds them; not recovered)
   seal     clean-shutdown marker with the data region's CRC32
 A record header is (batch int64, count int64, crc32 uint32) in the first 64 B of its
 region; a flag is set only after its record is durable, so a flagged record whose CRC
@@ -23,8 +25,9 @@ from pathlib import Path
 import numpy as np
 
 MAGIC = b"TCXLPMEM"
-VERSION = 1
+VERSION = 2
 HEADER_BYTES = 4096
+PAGE = 4096
 RECORD_HEADER = 64
 FLAG_NAMES = ("emb0", "emb1", "mlp0", "mlp1")
 
@@ -34,7 +37,9 @@ class CorruptImage(ValueError):
 
 
 def _align(n: int) -> int:
-    return -(-n // 64) * 64
+    """Regions start on page boundaries, as an allocator would place them (a request
+    never straddles two interleaved controllers at a region's edge)."""
+    return -(-n // PAGE) * PAGE
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,7 @@ class ImageLayout:
             "mlp0": RECORD_HEADER + self.mlp_count * 4,
             "mlp1": RECORD_HEADER + self.mlp_count * 4,
             "base": RECORD_HEADER + self.mlp_count * 4,
+            "delta": self.max_rows * self.dim * 4,
             "seal": 64,
         }
         out, offset = {}, HEADER_BYTES
@@ -81,6 +87,22 @@ class ImageLayout:
 
     def row_offset(self, rows: np.ndarray) -> np.ndarray:
         return self.offset("data") + rows.astype(np.int64) * (self.dim * 4)
+
+    @property
+    def row_bytes(self) -> int:
+        return self.dim * 4
+
+    def entry_offsets(self, slot: int, count: int) -> np.ndarray:
+        """Addresses of the first ``count`` entries of embedding-log slot ``slot``."""
+        base = self.offset(f"emb{slot}") + RECORD_HEADER
+        return base + np.arange(count, dtype=np.int64) * self.entry_bytes
+
+    def mlp_offset(self, slot: int) -> int:
+        """Address of the parameters in MLP-log slot ``slot`` (after its header)."""
+        return self.offset(f"mlp{slot}") + RECORD_HEADER
+
+    def delta_offsets(self, count: int) -> np.ndarray:
+        return self.offset("delta") + np.arange(count, dtype=np.int64) * self.row_bytes
 
     def region_of(self, offset: int) -> str:
         """Name of the region holding a byte offset (for reports)."""

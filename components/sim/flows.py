@@ -1,0 +1,294 @@
+"""Flow-level sharing of bandwidth resources: the timing core's fluid model.
+
+An op's stream of requests is a *flow*. It declares how much work it needs of every
+resource it crosses, in ticks of that resource at full speed (media time on a PMEM
+controller, serialization on one direction of a link, compute on the GPU), plus its own
+bound (``min_ticks``: the requester's window of outstanding requests, a fence chain).
+Between two events every active flow progresses at a constant rate set by weighted
+max-min fairness, computed by progressive filling as in SimGrid's LMM and other
+validated flow-level simulators: all rates grow in proportion to the flows' weights
+until a resource saturates or a flow reaches its own bound; the flows through a
+saturated resource freeze and the rest keep growing. Rates are recomputed whenever a
+flow starts, stops or finishes, so concurrent ops share every resource as time
+advances, whichever started first.
+
+While a flow runs slower than it would alone, the lost time is *contention*: charged
+to the resource that froze it and to the flows that shared that resource, in
+proportion to what each consumed of it. Each flow keeps its progress breakpoints, so a
+request at a given position of the stream gets the tick at which it was served.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from components.sim.engine import Engine
+
+EPSILON = 1e-12
+
+
+@dataclass(eq=False)
+class Flow:
+    """A stream's needs: ``needs[resource]`` ticks of that resource at full speed for the
+    whole flow, ``min_ticks`` its own lower bound on duration, ``weight`` its share."""
+
+    needs: dict[str, float]
+    min_ticks: float = 0.0
+    weight: float = 1.0
+    label: str = ""
+    owner: int | None = None
+    bytes: dict[str, float] = field(default_factory=dict)
+    done: float = 0.0
+    rate: float = 0.0
+    start: int = -1
+    end: int = -1
+    history: list[tuple[int, float]] = field(default_factory=list)
+    waited: float = 0.0
+    waited_on: dict[int | None, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.needs = {r: float(v) for r, v in self.needs.items() if v > 0}
+        if any(not math.isfinite(v) for v in self.needs.values()):
+            raise ValueError(f"flow {self.label}: infinite need {self.needs}")
+        self._finished = None
+        self._milestones: list[tuple[float, object]] = []
+        self._bottleneck: str | None = None
+        self.on_end: list[Callable[[Flow], None]] = []
+        self.then: list[Flow] = []  # started when this one completes (WPQ drains)
+        self.writes: list = []  # write streams riding on this flow (for their owners)
+        self.network: FlowNetwork | None = None
+
+    @property
+    def alone_rate(self) -> float:
+        """Progress per tick with every resource to itself."""
+        rate = 1.0 / self.min_ticks if self.min_ticks > 0 else math.inf
+        for need in self.needs.values():
+            rate = min(rate, 1.0 / need)
+        return rate
+
+    @property
+    def alone_ticks(self) -> int:
+        rate = self.alone_rate
+        return 0 if math.isinf(rate) else math.ceil(1.0 / rate - EPSILON)
+
+    def tick_at(self, fractions: np.ndarray) -> np.ndarray:
+        """Ticks (float) at which the flow reached each progress fraction."""
+        ticks = np.array([t for t, _ in self.history], dtype=np.float64)
+        done = np.array([d for _, d in self.history], dtype=np.float64)
+        if ticks.size == 1:
+            return np.full(np.shape(fractions), ticks[0])
+        return np.interp(np.asarray(fractions, dtype=np.float64), done, ticks)
+
+
+@dataclass
+class ResourceUse:
+    """What the network saw of one resource over the run."""
+
+    busy: float = 0.0
+    queueing: float = 0.0
+    bytes: float = 0.0
+    flows: int = 0
+
+
+class FlowNetwork:
+    """The active flows and their max-min rates; wakes the engine at completions."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.active: list[Flow] = []
+        self.use: dict[str, ResourceUse] = defaultdict(ResourceUse)
+        self._last = 0
+        self._generation = 0
+        self._pending = False
+
+    # ----- public ---------------------------------------------------------------------
+    def start(self, flow: Flow):
+        """Start a flow now; returns the event that fires when it has all been served."""
+        now = self.engine.now
+        self._advance(now)
+        flow.network = self
+        flow.start, flow.done, flow.history = now, 0.0, [(now, 0.0)]
+        flow._finished = self.engine.event()
+        for resource, amount in flow.bytes.items():
+            self.use[resource].bytes += amount
+        for resource in flow.needs:
+            self.use[resource].flows += 1
+        if not flow.needs and flow.min_ticks <= 0:
+            self._finish(flow, now)
+            return flow._finished
+        self.active.append(flow)
+        self._reschedule()
+        return flow._finished
+
+    def stop(self, flow: Flow) -> float:
+        """Stop a flow before it finished (its window closed); returns its progress."""
+        if flow not in self.active:
+            return flow.done
+        now = self.engine.now
+        self._advance(now)
+        self.active.remove(flow)
+        for resource, amount in flow.bytes.items():
+            self.use[resource].bytes -= amount * (1.0 - flow.done)
+        self._finish(flow, now, complete=False)
+        self._reschedule()
+        return flow.done
+
+    def milestone(self, flow: Flow, fraction: float):
+        """Event that fires once the flow's progress reaches ``fraction``."""
+        event = self.engine.event()
+        if flow.done >= fraction - EPSILON or flow.end >= 0:
+            event.succeed()
+            return event
+        flow._milestones.append((fraction, event))
+        self._reschedule()
+        return event
+
+    # ----- the fluid model --------------------------------------------------------------
+    def _advance(self, now: int) -> None:
+        """Move every active flow's progress to ``now`` and account the interval."""
+        elapsed = now - self._last
+        if elapsed > 0 and self.active:
+            self._account(elapsed)
+            for flow in self.active:
+                flow.done = min(flow.done + flow.rate * elapsed, 1.0)
+        self._last = now
+
+    def _account(self, elapsed: int) -> None:
+        load: dict[str, float] = defaultdict(float)
+        for flow in self.active:
+            for resource, need in flow.needs.items():
+                load[resource] += need * flow.rate
+        for resource, used in load.items():
+            self.use[resource].busy += used * elapsed
+        for flow in self.active:
+            alone = flow.alone_rate
+            if flow.rate >= alone * (1 - 1e-9) or flow._bottleneck is None:
+                continue
+            lost = elapsed * (1.0 - flow.rate / alone)
+            flow.waited += lost
+            self.use[flow._bottleneck].queueing += lost
+            others = [
+                (other, other.needs[flow._bottleneck] * other.rate)
+                for other in self.active
+                if other is not flow and flow._bottleneck in other.needs
+            ]
+            total = sum(share for _, share in others)
+            for other, share in others:
+                if total > 0:
+                    key = other.owner
+                    flow.waited_on[key] = flow.waited_on.get(key, 0.0) + lost * share / total
+
+    def _solve(self) -> None:
+        """Weighted max-min rates by progressive filling."""
+        spare: dict[str, float] = defaultdict(lambda: 1.0)
+        free = list(self.active)
+        for flow in free:
+            flow.rate, flow._bottleneck = 0.0, None
+        while free:
+            demand: dict[str, float] = defaultdict(float)
+            for flow in free:
+                for resource, need in flow.needs.items():
+                    demand[resource] += need * flow.weight
+            level, limit = math.inf, None
+            for resource in sorted(demand):
+                if demand[resource] > 0:
+                    candidate = max(spare[resource], 0.0) / demand[resource]
+                    if candidate < level:
+                        level, limit = candidate, resource
+            for flow in free:
+                if flow.min_ticks > 0:
+                    candidate = 1.0 / (flow.min_ticks * flow.weight)
+                    if candidate < level:
+                        level, limit = candidate, None
+            if math.isinf(level):
+                raise RuntimeError("flow without needs or bound among active flows")
+            frozen = [
+                flow
+                for flow in free
+                if (limit is not None and limit in flow.needs)
+                or (flow.min_ticks > 0 and 1.0 / (flow.min_ticks * flow.weight) <= level)
+            ]
+            for flow in frozen:
+                flow.rate = level * flow.weight
+                flow._bottleneck = limit if limit in flow.needs else None
+                for resource, need in flow.needs.items():
+                    spare[resource] -= need * flow.rate
+            free = [flow for flow in free if flow not in frozen]
+
+    def _reschedule(self) -> None:
+        """Recompute rates once the current tick's starts and stops are all in."""
+        if self._pending:
+            return
+        self._pending = True
+        self.engine.timeout(0).callbacks.append(self._recompute)
+
+    def _recompute(self, _event=None) -> None:
+        self._pending = False
+        now = self.engine.now
+        self._advance(now)
+        self._complete(now)
+        self._solve()
+        for flow in self.active:
+            flow.history.append((now, flow.done))
+        self._generation += 1
+        wake = self._next_wake(now)
+        if wake is not None:
+            generation = self._generation
+            timer = self.engine.timeout(wake - now)
+            timer.callbacks.append(lambda _e: self._wake(generation))
+
+    def _wake(self, generation: int) -> None:
+        if generation == self._generation:
+            self._reschedule()
+
+    def _due(self, flow: Flow, fraction: float, now: int) -> int:
+        if flow.done >= fraction - EPSILON:
+            return now
+        return now + math.ceil((fraction - flow.done) / flow.rate - 1e-6)
+
+    def _next_wake(self, now: int) -> int | None:
+        wake = None
+        for flow in self.active:
+            ticks = [self._due(flow, 1.0, now)]
+            ticks += [self._due(flow, fraction, now) for fraction, _ in flow._milestones]
+            soonest = min(ticks)
+            wake = soonest if wake is None else min(wake, soonest)
+        return None if wake is None else max(wake, now + 1)
+
+    def _complete(self, now: int) -> None:
+        """Finish the flows whose work is done and fire reached milestones."""
+        still = []
+        for flow in self.active:
+            remaining = (1.0 - flow.done) / flow.rate if flow.rate > 0 else math.inf
+            reached = [(f, e) for f, e in flow._milestones if flow.done >= f - 1e-9]
+            for item in reached:
+                flow._milestones.remove(item)
+                item[1].succeed()
+            if remaining < 1.0 or flow.done >= 1.0 - EPSILON:
+                flow.done = 1.0
+                self._finish(flow, now)
+            else:
+                still.append(flow)
+        self.active = still
+
+    def _finish(self, flow: Flow, now: int, complete: bool = True) -> None:
+        flow.end = now
+        if complete:
+            flow.done = 1.0
+        flow.history.append((now, flow.done))
+        for _, event in flow._milestones:
+            if complete:
+                event.succeed()
+        flow._milestones = []
+        for listener in flow.on_end:
+            listener(flow)
+        flow._finished.succeed(flow.done)
+        if complete:
+            for follower in flow.then:
+                follower.owner = flow.owner
+                self.start(follower)
