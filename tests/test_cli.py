@@ -59,7 +59,15 @@ def test_outputs_from_any_working_directory(tmp_path):
         "bottom_mlp",
         "top_mlp",
         "checkpoint",
+        "contention",
     }
+    # the categories and the idle time along the critical path make up the batch
+    total = sum(results["breakdown_ms"].values()) + results["idle_ms"]
+    assert total == pytest.approx(results["batch_time_ms"]["mean"], rel=1e-4)
+    assert results["breakdown_ms"]["contention"] == pytest.approx(
+        sum(results["contention_by_ms"].values()), rel=1e-3, abs=1e-6
+    )
+    assert float(stats["board.cxl_mem.pmem.ctrl0.utilisation"]) > 0
     assert results["system"] == "cxl-d" and results["model"] == "rm3"
     assert results["failure"] is None
     config = json.loads((out / "config.json").read_text())

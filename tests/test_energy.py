@@ -32,7 +32,7 @@ def test_tree_sums_static_and_dynamic_per_path():
     root.switch = CxlSwitch()
     root.link = CxlLink()
     root.plain = SimObject()  # declares no energy: not reported
-    root.link.transfer(1000 * 64, "down")
+    root.link.record(1000 * 64, "down")
     report = EnergyReport.build(root, TICKS_PER_SECOND // 1000).as_dict()
     assert set(report["components"]) == {"simobject.switch", "simobject.link"}
     dynamic = 1000 * 68 * 8 * 5e-12

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from simrun import run_ops
 
 from components.compute.gpu import Gpu
 from components.sim.params import ConfigError
@@ -45,10 +46,12 @@ def test_op_ticks_sums_kernels_with_launch_overhead():
     assert gpu.op_ticks([]) == 0
 
 
-def test_execute_records_utilisation():
+def test_run_records_utilisation():
     gpu = Gpu()
     kernels = [gemm(4096, 4096, 4096)] * 2
-    ticks = gpu.execute(kernels)
+    (record,), sched = run_ops(lambda now: gpu.run(kernels))
+    gpu.absorb_use(sched.network.use, sched.resources)
+    ticks = record.end - record.start
     assert ticks == gpu.op_ticks(kernels)
     assert gpu.kernels.value == 2 and gpu.busy_ticks() == ticks - 2 * gpu.launch_overhead
     assert gpu.achievedFlops.value == pytest.approx(35.6e12 * gpu.gemm_efficiency, rel=1e-4)

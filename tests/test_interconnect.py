@@ -5,6 +5,7 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from simrun import duration, run_ops
 
 from components.interconnect.cxl import (
     HEADER_BITS,
@@ -14,13 +15,14 @@ from components.interconnect.cxl import (
     CxlSwitch,
     Dcoh,
     Type2Device,
-    mem_read_ticks,
-    mem_write_ticks,
-    mmio_write_ticks,
+    mem_read,
+    mem_write,
+    mmio_write,
 )
 from components.interconnect.link import SerialLink
 from components.interconnect.pcie import CudaRuntime, PcieLink
 from components.sim.params import ConfigError
+from components.sim.schedule import alone_ticks
 from components.sim.simobject import SimObject
 from components.sim.units import TICKS_PER_NS, TICKS_PER_SECOND
 
@@ -54,14 +56,14 @@ def test_padded_flits_and_serialization():
     )
 
 
-def test_transfer_records_stats_and_energy():
+def test_record_counts_stats_and_energy():
     link = CxlLink()
-    ticks = link.transfer(640, "up")
-    assert ticks == link.transfer_ticks(640, "up")
+    ticks = link.record(640, "up")
+    assert ticks == link.serialization_ticks(640)
     assert link.bytes["up"] == 640 and link.flits["up"] == 10 and link.bytes["down"] == 0
     assert link.dynamicEnergy.value == pytest.approx(680 * 8 * 5e-12)
     with pytest.raises(ValueError, match="direction"):
-        link.transfer(1, "sideways")
+        link.record(1, "sideways")
 
 
 def test_cxl_hop_latency_matches_pond():
@@ -78,26 +80,45 @@ def test_switch_hops_add_up():
 
 
 def test_flush_is_latency_plus_bandwidth():
-    path = CxlPath([(CxlLink(), "up"), (CxlLink(), "down")], [CxlSwitch()])
+    root = SimObject()
+    root.gpu_link, root.mem_link = CxlLink(), CxlLink()  # distinct resources
+    path = CxlPath([(root.gpu_link, "up"), (root.mem_link, "down")], [CxlSwitch()])
     dcoh = Dcoh()
     nbytes = 4 << 20
+    # each line carries its DirtyEvict request and its data (header + 64 B) forward
     per_line = LINE_BYTES + math.ceil(HEADER_BITS["D2H Data"] / 8)
+    per_line += math.ceil(HEADER_BITS["D2H Req"] / 8)
     expected = path.one_way_ticks() + nbytes / LINE_BYTES * per_line * TICKS_PER_SECOND / (
         path.bandwidth
     )
-    assert dcoh.flush_ticks(path, nbytes) == pytest.approx(expected, rel=0.02)
+    (record,), _ = run_ops(lambda now: dcoh.flush(path, nbytes))
+    assert duration(record) == pytest.approx(expected, rel=0.02)
 
 
 def test_flush_window_bound_with_few_trackers():
     path = CxlPath([(CxlLink(), "down")])
     dcoh = Dcoh(max_outstanding=1)
-    one = dcoh.flush_ticks(path, LINE_BYTES)
-    assert dcoh.flush_ticks(path, 100 * LINE_BYTES) == pytest.approx(100 * one, rel=0.01)
+    one = alone_ticks(dcoh.flush(path, LINE_BYTES))
+    assert alone_ticks(dcoh.flush(path, 100 * LINE_BYTES)) == pytest.approx(100 * one, rel=0.01)
+
+
+def test_two_flushes_through_one_dcoh_share_its_trackers():
+    path = CxlPath([(CxlLink(), "down")])
+    dcoh = Dcoh(max_outstanding=4)  # the trackers, not the link, are the bottleneck
+    nbytes = 64 * LINE_BYTES
+    (single,), _ = run_ops(lambda now: dcoh.flush(path, nbytes))
+    pair, _ = run_ops(lambda now: dcoh.flush(path, nbytes), lambda now: dcoh.flush(path, nbytes))
+    first = path.round_trip_ticks(10, 4) + path.one_way_ticks(67)
+    assert duration(single) == pytest.approx(64 * first / 4 + first * (1 - 1 / 4), abs=2)
+    # together they hold the same four trackers: each takes twice the stream time
+    assert [duration(r) for r in pair] == [
+        pytest.approx(128 * first / 4 + first * 3 / 4, abs=2)
+    ] * 2
 
 
 def test_flush_records_lines_and_link_bytes():
     link, dcoh = CxlLink(), Dcoh()
-    dcoh.flush_ticks(CxlPath([(link, "up")]), 6400, record=True)
+    dcoh.flush(CxlPath([(link, "up")]), 6400)
     assert dcoh.linesFlushed.value == 100
     assert link.bytes["up"] == 100 * (10 + 3 + 64)  # D2H Req + D2H Data header + line
     assert link.bytes["down"] == 100 * 4  # H2D Rsp GO_WritePull
@@ -105,12 +126,12 @@ def test_flush_records_lines_and_link_bytes():
 
 def test_mem_and_io_transactions():
     path = CxlPath([(CxlLink(), "down")])
-    assert mem_read_ticks(path, 0, max_outstanding=8) == 0
-    read = mem_read_ticks(path, 1 << 20, max_outstanding=512)
-    write = mem_write_ticks(path, 1 << 20, max_outstanding=512)
+    assert alone_ticks(mem_read(path, 0, max_outstanding=8)) == 0
+    read = alone_ticks(mem_read(path, 1 << 20, max_outstanding=512))
+    write = alone_ticks(mem_write(path, 1 << 20, max_outstanding=512))
     floor = (1 << 20) * TICKS_PER_SECOND / path.bandwidth
     assert floor < read < 1.3 * floor and floor < write < 1.3 * floor
-    assert mmio_write_ticks(path, 8) == path.one_way_ticks(24)
+    assert alone_ticks(mmio_write(path, 8)) == path.one_way_ticks(24)
 
 
 def test_type2_device_composition():
@@ -130,17 +151,16 @@ def test_cuda_memcpy_cost_formula():
     link, cuda = PcieLink(), CudaRuntime()
     nbytes = 1 << 24
     serial = link.serialization_ticks(nbytes)
-    pinned = cuda.memcpy_ticks(link, nbytes)
+    pinned = alone_ticks(cuda.memcpy(link, nbytes))
     assert pinned == cuda.memcpy_overhead + link.propagation_latency + math.ceil(
         serial / cuda.dma_efficiency
     )
     staging = math.ceil(nbytes * TICKS_PER_SECOND / cuda.staging_bandwidth)
-    assert cuda.memcpy_ticks(link, nbytes, pinned=False) == pinned + staging
+    assert alone_ticks(cuda.memcpy(link, nbytes, pinned=False)) == pinned + staging
     assert 12 * GB < nbytes * TICKS_PER_SECOND / pinned < 14 * GB
-    cuda.memcpy_ticks(link, nbytes, record=True)
-    cuda.sync_ticks(record=True)
-    assert cuda.memcpyCalls.value == 1 and cuda.syncCalls.value == 1
-    assert link.bytes["down"] == nbytes
+    assert cuda.sync() == cuda.sync_overhead
+    assert cuda.memcpyCalls.value == 2 and cuda.syncCalls.value == 1
+    assert link.bytes["down"] == 2 * nbytes
 
 
 @pytest.mark.parametrize(
@@ -165,7 +185,9 @@ def test_transfer_monotone_in_bytes(nbytes, extra):
     assert link.transfer_ticks(nbytes) <= link.transfer_ticks(nbytes + extra)
     assert pcie.transfer_ticks(nbytes) <= pcie.transfer_ticks(nbytes + extra)
     path = CxlPath([(link, "down")])
-    assert Dcoh().flush_ticks(path, nbytes) <= Dcoh().flush_ticks(path, nbytes + extra)
+    assert alone_ticks(Dcoh().flush(path, nbytes)) <= alone_ticks(
+        Dcoh().flush(path, nbytes + extra)
+    )
 
 
 @settings(max_examples=30, deadline=None)

@@ -32,6 +32,43 @@ def test_pmem_read_figures(tmp_path):
     assert "pmem.ctrl0.bytesRead" in (tmp_path / "out" / "stats.txt").read_text()
 
 
+def test_a_read_write_mix_shares_the_media_time(tmp_path):
+    """Reads and writes of equal bytes on one module: together they take the sum of
+    their media times, so the total bandwidth is the harmonic mean of the two."""
+    proc = _run(
+        tmp_path, "--device", "pmem", "--controllers", "1", "--read-fraction", "0.5",
+        "--size", "256", "--requests", "20000", "--outstanding", "256",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads((tmp_path / "out" / "results.json").read_text())
+    read, write = 11.52, 1.92  # GB/s per module
+    assert result["total_bandwidth_gbps"] == pytest.approx(1 / (0.5 / read + 0.5 / write), rel=0.02)
+    reads, writes = result["streams"]
+    # while both run they share the media evenly: the reads finish at twice their alone time
+    assert reads["bandwidth_gbps"] == pytest.approx(read / 2, rel=0.02)
+    # Little's law: 256 in flight at the achieved request rate
+    assert reads["loaded_latency_ns"] == pytest.approx(256 * 256 / (read / 2), rel=0.02)
+
+
+def test_load_sweep_plots_latency_against_bandwidth(tmp_path):
+    proc = _run(
+        tmp_path, "--device", "dram", "--op", "read", "--size", "64", "--requests", "20000",
+        "--load-sweep",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads((tmp_path / "out" / "results.json").read_text())
+    points = result["load_sweep"]
+    bandwidth = [p["streams"][0]["bandwidth_gbps"] for p in points]
+    latency = [p["streams"][0]["loaded_latency_ns"] for p in points]
+    # latency-bound at first (bandwidth grows with the window at the idle latency) ...
+    assert bandwidth[1] == pytest.approx(2 * bandwidth[0], rel=0.05)
+    assert latency[0] == pytest.approx(100, rel=0.05)
+    # ... then bandwidth-bound: two channels' peak, latency growing with the queue
+    assert bandwidth[-1] == pytest.approx(2 * 19.2, rel=0.02)
+    assert latency[-1] > 10 * latency[0]
+    assert (tmp_path / "out" / "loaded_latency.png").stat().st_size > 0
+
+
 def test_cxl_pmem_adds_the_link_round_trip(tmp_path):
     proc = _run(tmp_path, "--device", "cxl-pmem", "--op", "read", "--requests", "1000")
     assert proc.returncode == 0, proc.stderr
@@ -46,6 +83,10 @@ def test_cxl_pmem_adds_the_link_round_trip(tmp_path):
         ("--device", "pmem", "--op", "read", "--size", "-5B"),
         ("--device", "pmem", "--op", "read", "--outstanding", "0"),
         ("--device", "pmem", "--op", "read", "--controllers", "0"),
+        ("--device", "pmem", "--op", "read", "--size", "0"),
+        ("--device", "pmem", "--read-fraction", "1.5"),
+        ("--device", "pmem", "--stream", "copy:seq"),
+        ("--device", "pmem"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(tmp_path, args):

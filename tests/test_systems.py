@@ -44,9 +44,16 @@ def batch_ms(runs, system, model):
 def test_systems_are_ordered_as_in_the_paper(runs, model):
     times = [batch_ms(runs, system, model) for system in ORDER]
     assert times == sorted(times, reverse=True), dict(zip(ORDER, times, strict=True))
-    # SSD is slower than PMEM by at least an order of magnitude everywhere, and by two on
-    # the embedding-intensive models (MLP checkpoints narrow the gap on RM3/RM4)
-    assert times[0] > (100 if model in ("rm1", "rm2") else 10) * times[1]
+    # SSD is slower than PMEM by at least an order of magnitude everywhere; excluding
+    # checkpoint time (as the paper's 949x does) by two on the embedding-intensive models,
+    # from Table 2's 165x latency and 0.02x bandwidth
+    assert times[0] > 10 * times[1]
+    if model in ("rm1", "rm2"):
+        compute = [
+            batch_ms(runs, s, model) - runs(s, model)["breakdown_ms"]["checkpoint"]
+            for s in ("ssd", "pmem")
+        ]
+        assert compute[0] > 100 * compute[1]
 
 
 @pytest.mark.parametrize("model", MODELS)
@@ -80,14 +87,14 @@ def test_only_checkpointing_systems_spend_time_checkpointing(runs, model):
 
 
 def test_redo_checkpoint_of_cxl_d_precedes_the_update(runs, root):
-    """CXL-D's timeline: lookup, then the redo log (new rows + MLPs + flag), then the
-    in-place update ends the batch: log before apply, so a failure mid-update replays."""
+    """CXL-D's timeline: lookup, then the redo log (new rows, the MLPs pulled over
+    CXL.cache, the flag), then the in-place update ends the batch: log before apply, so
+    a failure mid-update replays."""
     runs("cxl-d", "rm1")
     with open(root / "cxl-d-rm1" / "timeline.csv") as f:
         rows = [row for row in csv.DictReader(f) if row["batch"] == "1"]
     by_op = {row["op"]: (float(row["start_ms"]), float(row["end_ms"])) for row in rows}
     assert by_op["lookup"][1] <= by_op["ckpt_log"][0] <= by_op["ckpt_log"][1] <= by_op["update"][0]
-    assert by_op["ckpt_mlp_pull"][1] <= by_op["ckpt_log"][0]
 
 
 def test_results_json_round_trips(runs, tmp_path):

@@ -25,6 +25,7 @@ from components.interconnect.cxl import CxlLink, CxlPath, CxlSwitch, Type2Device
 from components.memory.pmem import Pmem
 from components.sim.params import Int
 from components.sim.schedule import Op, Stage
+from components.sim.units import TICKS_PER_SECOND
 
 
 class CxlDBoard(NearMemoryBoard):
@@ -207,7 +208,9 @@ class CxlBoard(CxlBBoard):
         self.mlpSnapshots = self.scalar(
             "mlpSnapshots", "MLP snapshots the GPU took for a new log copy", "Count"
         )
-        object.__setattr__(self, "_copy", {"moved": 0, "total": 0, "started": None, "slot": 1})
+        object.__setattr__(
+            self, "_copy", {"moved": 0, "total": 0, "started": None, "slot": 1, "id": 0}
+        )
 
     def connect(self, engine, scheduler, spec, batch_size: int) -> None:
         super().connect(engine, scheduler, spec, batch_size)
@@ -258,7 +261,9 @@ class CxlBoard(CxlBBoard):
         if state["moved"] < state["total"] or ops_batch % self.mlp_log_gap:
             return []
         nbytes = demand.mlp_param_bytes
-        state.update(moved=0, total=nbytes, started=ops_batch, slot=state["slot"] ^ 1)
+        state.update(
+            moved=0, total=nbytes, started=ops_batch, slot=state["slot"] ^ 1, id=state["id"] + 1
+        )
         self.nmp.start_mlp_log(nbytes)
         self.mlpSnapshots += 1
         copy = self.gpu.copy_kernel(nbytes)
@@ -278,14 +283,24 @@ class CxlBoard(CxlBBoard):
         if state["moved"] >= state["total"]:
             return []
         burst = self.nmp.log_burst
+        window = self.gpu.op_ticks(
+            ops.demand.kernels["interaction_top_fwd"] + ops.demand.kernels["top_bwd_interaction"]
+        )
+
+        copy = state["id"]
 
         def slice_body() -> Iterator[Stage]:
             start, slot = state["moved"], state["slot"]
             remaining = state["total"] - start
-            moved_stage = self.mlp_log(slot, start, remaining, header=False)
+            if state["id"] != copy or remaining == 0:  # an earlier slice completed the copy
+                return
+            # no more than the window could move at the path's and PMEM's full rates
+            rate = min(self.cxl_path("mem", "gpu").bandwidth, self.pmem.write_bandwidth)
+            most = (int(rate * window / TICKS_PER_SECOND) // burst + 2) * burst
+            moved_stage = self.mlp_log(slot, start, min(remaining, most), header=False)
             yield moved_stage
             writes = moved_stage.flows[0].writes
-            moved = min(writes[0].persisted * burst, remaining) if writes else remaining
+            moved = min(writes[0].persisted * burst, remaining)
             state["moved"] += moved
             self.nmp.count_mlp(moved)
             if state["moved"] < state["total"]:

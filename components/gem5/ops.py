@@ -32,14 +32,18 @@ class MemoryOp:
 def batch_ops(board, demand, gpu_base: int) -> list[MemoryOp]:
     """The memory ops of one batch on a connected board; GPU memory starts at gpu_base."""
     layout, access, n = board.layout, demand.lookup, demand.batch
-    table = (layout.data_base, layout.data_base + layout.data_bytes)
+    data, size = layout.regions()["data"]
+    table = (data, data + size)
     row = layout.row_bytes
     lookups, unique = len(access.rows), len(access.unique_rows)
     ops = [
         MemoryOp("lookup", n, "mem", (row_stream(*table, lookups, row, read=True),)),
         MemoryOp("pooled_to_gpu", n, "mem", (linear_stream(gpu_base, access.pooled_bytes, False),)),
         MemoryOp(
-            "grads_to_mem", n, "gpu", (linear_stream(layout.delta_base, access.grad_bytes, False),)
+            "grads_to_mem",
+            n,
+            "gpu",
+            (linear_stream(layout.offset("delta"), access.grad_bytes, False),),
         ),
         MemoryOp(
             "update",
@@ -62,8 +66,8 @@ def batch_ops(board, demand, gpu_base: int) -> list[MemoryOp]:
             "mem",
             (
                 row_stream(*table, unique, row, read=True),
-                linear_stream(layout.emb_log_base, unique * row, False),
+                linear_stream(int(layout.entry_offsets(0, 1)[0]), unique * row, False),
             ),
         ),
-        MemoryOp("mlp_log", n, "mem", (linear_stream(layout.mlp_log_base, mlp, False),)),
+        MemoryOp("mlp_log", n, "mem", (linear_stream(layout.mlp_offset(0), mlp, False),)),
     ]

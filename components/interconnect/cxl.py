@@ -156,16 +156,16 @@ def line_stream(
     if lines <= 0:
         return Stage()
     needs = path.needs(forward_bytes, backward_bytes)
-    per_line = first_line_ticks * lines
-    min_ticks = 0.0
-    if isinstance(window, tuple):
+    latency, min_ticks = first_line_ticks, 0.0
+    if isinstance(window, tuple):  # each line holds a tracker for a round trip
         resource, entries = window
-        needs[resource] = per_line / entries
+        needs[resource] = lines * first_line_ticks / entries
+        latency -= first_line_ticks / entries  # the last line's own share is in the need
     else:
         if window < 1:
             raise ValueError("max_outstanding must be at least 1")
-        min_ticks = per_line / window
-    return Stage([Flow(needs, min_ticks=min_ticks)], first_line_ticks)
+        min_ticks = (lines - 1) * first_line_ticks / window
+    return Stage([Flow(needs, min_ticks=min_ticks)], math.ceil(latency))
 
 
 def lines_for(nbytes: int) -> int:

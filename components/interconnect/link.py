@@ -136,11 +136,6 @@ class SerialLink(SimObject):
         self.dynamicEnergy += wire * 8 * self.energy_per_bit
         return busy
 
-    def transfer(self, nbytes: int, direction: str = "down") -> int:
-        """transfer_ticks, and record the traffic in the stats."""
-        self.record(nbytes, direction)
-        return self.transfer_ticks(nbytes, direction)
-
 
 def _check_direction(direction: str) -> None:
     if direction not in DIRECTIONS:

@@ -90,6 +90,7 @@ class _Lines:
     ctrl: np.ndarray  # controller serving the line
     hit: np.ndarray  # the line was in its buffer entry (read hit / combined write)
     episode: np.ndarray  # buffer episode: a miss and the hits that follow it in its entry
+    order: np.ndarray  # accesses along the buffer entries' streams (episodes contiguous)
 
 
 @dataclass(eq=False)
@@ -110,8 +111,9 @@ class WriteStream:
     """A write stream's acceptance, persistence and drain, followed as its flows run.
 
     ``accept``: per request, the progress of the requester-visible flow at which the
-    WPQ accepts it; ``key``: per distinct line written, its drain position (in (0, 1]
-    within the visible flow, in (1, 2] within the drain flow that follows)."""
+    WPQ has room for it; ``issue``: the ticks after the stream's start before its window
+    lets the requester issue it; ``key``: per media write (``lines``), its drain position
+    (in (0, 1] within the visible flow, in (1, 2] within the drain flow that follows)."""
 
     def __init__(
         self,
@@ -119,12 +121,14 @@ class WriteStream:
         addresses: np.ndarray,
         size: int,
         accept: np.ndarray,
+        issue: np.ndarray,
         lines: np.ndarray,
         key: np.ndarray,
         drain_needs: dict[str, float],
     ) -> None:
         self.device, self.addresses, self.size = device, addresses, size
-        self.accept, self.lines, self.key = accept, lines, key
+        self.accept, self.issue, self.lines, self.key = accept, issue, lines, key
+        self.span = (int(lines.min()), int(lines.max())) if lines.size else (0, -1)
         self.drain = Flow(drain_needs, label=f"{device.path}.drain")
         self.visible: Flow | None = None
         self.offset = 0  # ticks between the flow's progress and this stream's issue
@@ -164,8 +168,12 @@ class WriteStream:
         flow stopped early (its window closed) wrote only the requests it reached."""
         reached = self.accept <= flow.done + 1e-9
         self.persisted = int(reached.sum())
-        domain_latency = self.device.write_latency if self.device._domain() == "adr" else 0
-        ticks = flow.tick_at(self.accept[reached]) + self.offset + domain_latency
+        issued = flow.start + self.issue[reached]
+        accepted = np.maximum(flow.tick_at(self.accept[reached]), issued)
+        if self.device._domain() == "adr":  # durable once the WPQ has accepted it
+            ticks = accepted + self.offset + self.device.write_latency
+        else:  # eADR / GPF: durable once issued (caches and buffers are in the domain)
+            ticks = np.minimum(issued, accepted) + self.offset
         persisted = PersistedWrites(
             flow.owner,
             self.addresses[reached],
@@ -281,12 +289,14 @@ class MemoryDevice(SimObject):
         energy = float(media.sum()) * self.read_energy
         self.readOps += 1
         self.dynamicEnergy += energy
+        # the idle latency includes one line's media time, which the flow already serves
+        service = unit * TICKS_PER_SECOND / self.ctrl_read_bandwidth
         return MemStream(
             self,
             self._by_resource(need_c),
             self._by_resource(media_c),
             self._window_ticks(addr.size, self.read_latency, window),
-            self.read_latency,
+            max(math.floor(self.read_latency - service), 0),
             int(addr.size),
             gates,
         )
@@ -316,24 +326,25 @@ class MemoryDevice(SimObject):
             np.divide(rank + 1, head, out=np.ones(rank.size), where=head > 0),
             1.0 + (rank + 1 - head) / np.maximum(np.minimum(total, queue), 1),
         )
+        # accepted once the media has drained all but a WPQ-full before it ...
         accepted_line = np.divide(
             rank + 1 - queue, head, out=np.zeros(rank.size), where=head > 0
         ).clip(0.0, 1.0)[lines.episode]
         firsts = np.flatnonzero(np.r_[True, lines.request[1:] != lines.request[:-1]])
-        issue = np.arange(addr.size) / addr.size
-        accept = np.maximum(np.maximum.reduceat(accepted_line, firsts), issue)
-        if self._domain() != "adr":
-            accept = issue
-        line_order = np.lexsort((key, episodes.line))  # per line, its last drain last
-        sorted_line = episodes.line[line_order]
-        last = np.r_[sorted_line[1:] != sorted_line[:-1], True]
+        accept = _running_max_per_group(
+            np.maximum.reduceat(accepted_line, firsts), lines.ctrl[firsts]
+        )  # each controller's WPQ accepts in issue order
+        # ... and not before the requester's window lets it issue
+        latency = self.write_latency
+        issue = np.arange(addr.size) * (latency / window if math.isfinite(window) else 0.0)
         stream = WriteStream(
             self,
             addr,
             size,
             accept,
-            sorted_line[last],
-            key[line_order][last],
+            issue,
+            episodes.line,
+            key,
             self._by_resource(need_c * (1 - share)),
         )
         self._active_writes.append(stream)
@@ -421,26 +432,31 @@ class MemoryDevice(SimObject):
         chunk = line // per_chunk
         ctrl = chunk % n
         local = (chunk // n) * per_chunk + line % per_chunk
-        hit, episode = _buffer_hits(line, ctrl, local, self.buffer_lines)
-        return _Lines(request, line, lo, hi, ctrl, hit, episode)
+        hit, episode, order = _buffer_hits(line, ctrl, local, self.buffer_lines)
+        return _Lines(request, line, lo, hi, ctrl, hit, episode, order)
 
     def _raw_gates(self, lines: _Lines) -> tuple[list, np.ndarray]:
         """Events a read must wait for: the drain of lines earlier writes still hold."""
         stalled = np.zeros(lines.line.size, dtype=bool)
         gates = []
+        if not self._active_writes:
+            return gates, stalled
+        low, high = int(lines.line.min()), int(lines.line.max())
         for stream in self._active_writes:
-            if stream.lines.size == 0:
+            if stream.span[1] < low or stream.span[0] > high:
                 continue
-            idx = np.minimum(np.searchsorted(stream.lines, lines.line), stream.lines.size - 1)
-            match = stream.lines[idx] == lines.line
-            if not match.any():
+            pending = stream.key > stream.position() + 1e-12
+            if not pending.any():
                 continue
-            keys = stream.key[idx[match]]
-            pending = keys > stream.position() + 1e-12
-            if pending.any():
-                hit_positions = np.flatnonzero(match)[pending]
-                stalled[hit_positions] = True
-                gates.append(stream.drained(float(keys[pending].max())))
+            order = np.lexsort((stream.key[pending], stream.lines[pending]))
+            waiting, keys = stream.lines[pending][order], stream.key[pending][order]
+            last = np.r_[waiting[1:] != waiting[:-1], True]  # a line's last write drains last
+            waiting, keys = waiting[last], keys[last]
+            idx = np.minimum(np.searchsorted(waiting, lines.line), waiting.size - 1)
+            match = waiting[idx] == lines.line
+            if match.any():
+                stalled |= match
+                gates.append(stream.drained(float(keys[idx[match]].max())))
         return gates, stalled
 
 
@@ -457,7 +473,6 @@ class _Episodes:
 
 def _episodes(lines: _Lines, unit: int) -> _Episodes:
     """Union the byte ranges each episode's writes cover (sub-block bit masks)."""
-    count = int(lines.episode.max()) + 1
     sub = unit / SUB_BLOCKS
     lo_blk = np.floor(lines.lo / sub).astype(np.uint64)
     hi_blk = np.ceil(lines.hi / sub).astype(np.uint64)
@@ -465,31 +480,50 @@ def _episodes(lines: _Lines, unit: int) -> _Episodes:
     mask = np.where(
         width >= SUB_BLOCKS, FULL, ((np.uint64(1) << width) - np.uint64(1)) << lo_blk
     ).astype(np.uint64)
-    union = np.zeros(count, dtype=np.uint64)
-    np.bitwise_or.at(union, lines.episode, mask)
-    first = np.full(count, lines.line.size, dtype=np.int64)
-    np.minimum.at(first, lines.episode, np.arange(lines.line.size))
-    line = lines.line[first]
-    ctrl = lines.ctrl[first]
-    order = np.lexsort((first, ctrl))
-    per_ctrl = np.bincount(ctrl, minlength=int(ctrl.max()) + 1)
-    rank = np.empty(count, dtype=np.int64)
-    rank[order] = np.arange(count) - np.repeat(np.cumsum(per_ctrl) - per_ctrl, per_ctrl)
+    order = lines.order
+    starts = np.flatnonzero(np.r_[True, lines.episode[order][1:] != lines.episode[order][:-1]])
+    union = np.bitwise_or.reduceat(mask[order], starts)
+    first = order[starts]  # episodes are numbered in this order; stable: first access first
+    line, ctrl = lines.line[first], lines.ctrl[first]
+    by_issue = np.argsort(first, kind="stable")
+    n = int(ctrl.max()) + 1
+    rank = np.empty(first.size, dtype=np.int64)
+    issue_ctrl = ctrl[by_issue]
+    per_ctrl = np.bincount(issue_ctrl, minlength=n)
+    by_ctrl = np.argsort(_small(issue_ctrl), kind="stable")
+    rank[by_issue[by_ctrl]] = np.arange(first.size) - np.repeat(
+        np.cumsum(per_ctrl) - per_ctrl, per_ctrl
+    )
     return _Episodes(line, ctrl, rank, union == FULL)
+
+
+def _running_max_per_group(values: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """Running maximum of values in [0, 1] within each group, in order."""
+    order = np.argsort(_small(group), kind="stable")
+    shifted = values[order] + 2.0 * group[order]
+    out = np.empty_like(values)
+    out[order] = np.maximum.accumulate(shifted) - 2.0 * group[order]
+    return out
+
+
+def _small(keys: np.ndarray) -> np.ndarray:
+    """Small non-negative keys as int16 when they fit: numpy's stable argsort of 16-bit
+    integers is a radix sort."""
+    return keys.astype(np.int16) if keys.size and int(keys.max()) < 2**15 else keys
 
 
 def _buffer_hits(
     line: np.ndarray, ctrl: np.ndarray, local: np.ndarray, entries: int
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A direct-mapped buffer of ``entries`` lines per controller: an access hits when
     the previous access to its entry (same controller, same local line modulo entries)
-    was to the same line. Returns the hit mask and each access's episode (its miss and
-    the hits that follow it), numbered in the order of the entries' streams."""
+    was to the same line. Returns the hit mask, each access's episode (its miss and the
+    hits that follow it, numbered along the entries' streams) and that stream order."""
     size = line.size
     if entries == 0:
-        return np.zeros(size, dtype=bool), np.arange(size)
+        return np.zeros(size, dtype=bool), np.arange(size), np.arange(size)
     slot = ctrl.astype(np.int64) * entries + local % entries
-    order = np.argsort(slot, kind="stable")
+    order = np.argsort(_small(slot), kind="stable")
     sorted_slot, sorted_line = slot[order], line[order]
     hit_sorted = np.zeros(size, dtype=bool)
     hit_sorted[1:] = (sorted_slot[1:] == sorted_slot[:-1]) & (sorted_line[1:] == sorted_line[:-1])
@@ -497,7 +531,7 @@ def _buffer_hits(
     hit[order] = hit_sorted
     episode = np.empty(size, dtype=np.int64)
     episode[order] = np.cumsum(~hit_sorted) - 1
-    return hit, episode
+    return hit, episode, order
 
 
 def concurrent(*streams: MemStream) -> MemStream:

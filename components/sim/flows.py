@@ -6,11 +6,11 @@ controller, serialization on one direction of a link, compute on the GPU), plus 
 bound (``min_ticks``: the requester's window of outstanding requests, a fence chain).
 Between two events every active flow progresses at a constant rate set by weighted
 max-min fairness, computed by progressive filling as in SimGrid's LMM and other
-validated flow-level simulators: all rates grow in proportion to the flows' weights
-until a resource saturates or a flow reaches its own bound; the flows through a
-saturated resource freeze and the rest keep growing. Rates are recomputed whenever a
-flow starts, stops or finishes, so concurrent ops share every resource as time
-advances, whichever started first.
+validated flow-level simulators: every flow's share (of its most-needed resource)
+grows in proportion to its weight until a resource saturates or the flow reaches its
+own bound; the flows through a saturated resource freeze and the rest keep growing.
+Rates are recomputed whenever a flow starts, stops or finishes, so concurrent ops share
+every resource as time advances, whichever started first.
 
 While a flow runs slower than it would alone, the lost time is *contention*: charged
 to the resource that froze it and to the flows that shared that resource, in
@@ -62,6 +62,11 @@ class Flow:
         self.then: list[Flow] = []  # started when this one completes (WPQ drains)
         self.writes: list = []  # write streams riding on this flow (for their owners)
         self.network: FlowNetwork | None = None
+
+    @property
+    def scale(self) -> float:
+        """Its need of its most-needed resource: the unit its fair share is counted in."""
+        return max(self.needs.values())
 
     @property
     def alone_rate(self) -> float:
@@ -155,16 +160,13 @@ class FlowNetwork:
         if elapsed > 0 and self.active:
             self._account(elapsed)
             for flow in self.active:
-                flow.done = min(flow.done + flow.rate * elapsed, 1.0)
+                progress = min(flow.rate * elapsed, 1.0 - flow.done)
+                flow.done += progress
+                for resource, need in flow.needs.items():
+                    self.use[resource].busy += need * progress
         self._last = now
 
     def _account(self, elapsed: int) -> None:
-        load: dict[str, float] = defaultdict(float)
-        for flow in self.active:
-            for resource, need in flow.needs.items():
-                load[resource] += need * flow.rate
-        for resource, used in load.items():
-            self.use[resource].busy += used * elapsed
         for flow in self.active:
             alone = flow.alone_rate
             if flow.rate >= alone * (1 - 1e-9) or flow._bottleneck is None:
@@ -184,37 +186,43 @@ class FlowNetwork:
                     flow.waited_on[key] = flow.waited_on.get(key, 0.0) + lost * share / total
 
     def _solve(self) -> None:
-        """Weighted max-min rates by progressive filling."""
+        """Weighted max-min shares by progressive filling. A flow's share is counted on
+        its own most-needed resource (its scale), so equal weights mean equal shares of
+        a bottleneck, as in a processor-sharing server or a fair link; its window bound
+        caps it; resources it needs less of are consumed in proportion."""
         spare: dict[str, float] = defaultdict(lambda: 1.0)
-        free = list(self.active)
-        for flow in free:
+        free = []
+        for flow in self.active:
             flow.rate, flow._bottleneck = 0.0, None
+            if flow.needs:
+                free.append(flow)
+            else:
+                flow.rate = 1.0 / flow.min_ticks
         while free:
             demand: dict[str, float] = defaultdict(float)
             for flow in free:
+                scale = flow.scale
                 for resource, need in flow.needs.items():
-                    demand[resource] += need * flow.weight
+                    demand[resource] += need / scale * flow.weight
             level, limit = math.inf, None
             for resource in sorted(demand):
-                if demand[resource] > 0:
-                    candidate = max(spare[resource], 0.0) / demand[resource]
-                    if candidate < level:
-                        level, limit = candidate, resource
+                candidate = max(spare[resource], 0.0) / demand[resource]
+                if candidate < level:
+                    level, limit = candidate, resource
             for flow in free:
                 if flow.min_ticks > 0:
-                    candidate = 1.0 / (flow.min_ticks * flow.weight)
+                    candidate = flow.scale / flow.min_ticks / flow.weight
                     if candidate < level:
                         level, limit = candidate, None
-            if math.isinf(level):
-                raise RuntimeError("flow without needs or bound among active flows")
             frozen = [
                 flow
                 for flow in free
                 if (limit is not None and limit in flow.needs)
-                or (flow.min_ticks > 0 and 1.0 / (flow.min_ticks * flow.weight) <= level)
+                or (flow.min_ticks > 0 and flow.scale / flow.min_ticks / flow.weight <= level)
             ]
             for flow in frozen:
-                flow.rate = level * flow.weight
+                share = level * flow.weight
+                flow.rate = share / flow.scale
                 flow._bottleneck = limit if limit in flow.needs else None
                 for resource, need in flow.needs.items():
                     spare[resource] -= need * flow.rate
