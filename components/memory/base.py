@@ -42,6 +42,16 @@ FULL = np.uint64((1 << SUB_BLOCKS) - 1)
 
 
 @dataclass(frozen=True)
+class IssuedStream:
+    """A request stream as an op issued it (for replaying the same trace elsewhere)."""
+
+    kind: str  # "read" or "write"
+    addresses: np.ndarray
+    size: int
+    outstanding: int | None
+
+
+@dataclass(frozen=True)
 class PersistedWrites:
     """Requests of one write stream and the tick each entered the persistence domain."""
 
@@ -221,6 +231,7 @@ class MemoryDevice(SimObject):
         self.writeOps = self.scalar("writeOps", "write ops (request streams)", "Count")
         object.__setattr__(self, "_active_writes", [])
         object.__setattr__(self, "write_listeners", [])
+        object.__setattr__(self, "stream_listeners", [])
         object.__setattr__(self, "event_source", None)
         self._controllers()
 
@@ -266,6 +277,7 @@ class MemoryDevice(SimObject):
         n = self.controllers
         if addr.size == 0:
             return MemStream(self, {}, {}, 0.0, 0, 0)
+        self._issued("read", addr, size, outstanding)
         lines = self._split(addr, size)
         unit = self.access_unit
         media = np.where(lines.hit, 0, unit)
@@ -308,6 +320,7 @@ class MemoryDevice(SimObject):
         n, unit, queue = self.controllers, self.access_unit, self.write_queue
         if addr.size == 0:
             return MemStream(self, {}, {}, 0.0, 0, 0)
+        self._issued("write", addr, size, outstanding)
         lines = self._split(addr, size)
         episodes = _episodes(lines, unit)
         writes_c = np.bincount(episodes.ctrl, minlength=n).astype(float)
@@ -373,6 +386,10 @@ class MemoryDevice(SimObject):
         )
 
     # ----- internals ------------------------------------------------------------
+    def _issued(self, kind: str, addr: np.ndarray, size: int, outstanding: int | None) -> None:
+        for listener in self.stream_listeners:
+            listener(IssuedStream(kind, addr, size, outstanding))
+
     def _domain(self) -> str:
         return getattr(self, "domain", self.persist_domain)
 

@@ -102,6 +102,11 @@ class SsdWithCache(SimObject):
         return self.ssd.write_listeners
 
     @property
+    def stream_listeners(self) -> list:
+        """Observers of issued streams: the SSD's (the misses and write-throughs)."""
+        return self.ssd.stream_listeners
+
+    @property
     def idle_read_latency(self) -> int:
         return self.ssd.idle_read_latency
 
