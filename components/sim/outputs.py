@@ -56,9 +56,16 @@ def stats_json(rows: list[tuple]) -> str:
 
 
 def timeline_csv(records: list[OpRecord]) -> str:
+    """One row per op: its unit, times, the time its flows lost to other ops (and to
+    whom, largest first) and the shared resources it used."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["resource", "op", "category", "batch", "start_ms", "end_ms", "background"])
+    writer.writerow(
+        [
+            "resource", "op", "category", "batch", "start_ms", "end_ms", "background",
+            "wait_ms", "waited_on", "uses",
+        ]
+    )  # fmt: skip
     for record in sorted(records, key=lambda r: (r.start, r.uid)):
         writer.writerow(
             [
@@ -69,9 +76,33 @@ def timeline_csv(records: list[OpRecord]) -> str:
                 f"{record.start / 1e9:.6f}",
                 f"{record.end / 1e9:.6f}",
                 int(record.background),
+                f"{record.wait / 1e9:.6f}",
+                _blockers(records, record),
+                ";".join(resource_lanes(record.resources)),
             ]
         )
     return buffer.getvalue()
+
+
+def _blockers(records: list[OpRecord], record: OpRecord, most: int = 3) -> str:
+    """``op@batch:ms`` of the ops this one lost most time to."""
+    ranked = sorted(record.waited_on.items(), key=lambda item: (-item[1], str(item[0])))
+    parts = []
+    for uid, lost in ranked[:most]:
+        name = f"{records[uid].name}@{records[uid].batch}" if uid is not None else "other"
+        parts.append(f"{name}:{lost / 1e9:.6f}")
+    return ";".join(parts)
+
+
+def resource_lanes(resources: tuple[str, ...]) -> list[str]:
+    """Shared resources as plot lanes: a device's controllers form one lane."""
+    lanes = []
+    for key in resources:
+        head, _, tail = key.rpartition(".")
+        lane = head if tail.startswith("ctrl") and tail[4:].isdigit() else key
+        if lane not in lanes:
+            lanes.append(lane)
+    return lanes
 
 
 def write_outdir(

@@ -21,9 +21,10 @@ CATEGORY_COLORS = {
     "bottom_mlp": "#55a868",
     "top_mlp": "#8172b3",
     "checkpoint": "#c44e52",
+    "contention": "#937860",
     "idle": "#bbbbbb",
 }
-BREAKDOWN = ("embedding", "transfer", "bottom_mlp", "top_mlp", "checkpoint")
+BREAKDOWN = ("embedding", "transfer", "bottom_mlp", "top_mlp", "checkpoint", "contention")
 
 
 def read_timeline(path: Path) -> list[dict[str, str]]:
@@ -66,11 +67,54 @@ def legend_handles():
     ]
 
 
+def draw_resource_timeline(ax, rows: Sequence[Mapping[str, str]], batches: Sequence[int]) -> None:
+    """One lane per shared resource (a device's controllers together, each link
+    direction, the GPU's SMs...): every op that used it draws a bar, and ops that
+    overlapped in time are stacked inside the lane, so sharing is visible."""
+    chosen = [r for r in rows if int(r["batch"]) in batches and r.get("uses")]
+    if not chosen:
+        return
+    origin = min(float(r["start_ms"]) for r in rows if int(r["batch"]) in batches)
+    lanes = sorted({lane for r in chosen for lane in r["uses"].split(";")})
+    for index, lane in enumerate(lanes):
+        users = sorted(
+            (r for r in chosen if lane in r["uses"].split(";")), key=lambda r: r["start_ms"]
+        )
+        ends: list[float] = []  # per stack level, when its last bar ends
+        placed = []
+        for r in users:
+            start, end = float(r["start_ms"]) - origin, float(r["end_ms"]) - origin
+            level = next((i for i, e in enumerate(ends) if e <= start), len(ends))
+            ends[level : level + 1] = [end]
+            placed.append((level, start, end, r))
+        height = 0.8 / max(len(ends), 1)
+        for level, start, end, r in placed:
+            ax.barh(
+                index - 0.4 + (level + 0.5) * height,
+                max(end - start, 1e-4),
+                left=start,
+                height=height * 0.9,
+                color=CATEGORY_COLORS.get(r["category"], "#999999"),
+                hatch="//" if r["background"] == "1" else None,
+                edgecolor="black",
+                linewidth=0.3,
+            )
+    ax.set_yticks(range(len(lanes)), [lane.removeprefix("board.") for lane in lanes], fontsize=7)
+    ax.set_xlabel("time (ms)")
+    ax.set_title("shared resources: ops using each one (stacked where they overlap)", fontsize=9)
+
+
 def plot_timeline(
     rows: Sequence[Mapping[str, str]], batches: Sequence[int], title: str, out: Path
 ) -> None:
-    fig, ax = plt.subplots(figsize=(9, 3))
-    draw_timeline(ax, rows, batches, title)
+    """Units (who ran what) above, shared resources (who shared what) below."""
+    lanes = len({lane for r in rows for lane in r.get("uses", "").split(";") if lane})
+    fig, (units, shared) = plt.subplots(
+        2, 1, figsize=(10, 3 + 0.35 * lanes), sharex=True, height_ratios=[1, max(lanes, 1) / 4]
+    )
+    draw_timeline(units, rows, batches, title)
+    units.set_xlabel("")
+    draw_resource_timeline(shared, rows, batches)
     fig.legend(handles=legend_handles(), loc="upper right", fontsize=7)
     fig.tight_layout()
     fig.savefig(out, dpi=120)
