@@ -29,7 +29,7 @@ from components.sim.plots import (  # noqa: E402
     plot_breakdown,
     read_timeline,
 )
-from workloads.job import INPUT_ERRORS, run_job  # noqa: E402
+from workloads.job import BREAKDOWN, INPUT_ERRORS, run_job  # noqa: E402
 from workloads.options import RunOptions  # noqa: E402
 
 SYSTEMS = ("ssd", "pmem", "pcie", "cxl-d", "cxl-b", "cxl", "dram")
@@ -94,19 +94,18 @@ def report(results, models, batches) -> str:
         "",
         "## Breakdown (ms, critical-path attribution)",
         "",
-        "| model | system | embedding | transfer | bottom_mlp | top_mlp | checkpoint |",
-        "|---|---|---|---|---|---|---|",
+        "| model | system | " + " | ".join(BREAKDOWN) + " | contention from |",
+        "|---|---|" + "---|" * (len(BREAKDOWN) + 1),
     ]
     for m in models:
         for s in SYSTEMS:
             b = results[s, m]["breakdown_ms"]
+            causes = results[s, m].get("contention_by_ms", {})
+            blame = ", ".join(f"{k} {v:.3f}" for k, v in sorted(causes.items()) if v >= 0.001)
             lines.append(
                 f"| {m} | {s} | "
-                + " | ".join(
-                    f"{b[k]:.3f}"
-                    for k in ("embedding", "transfer", "bottom_mlp", "top_mlp", "checkpoint")
-                )
-                + " |"
+                + " | ".join(f"{b[k]:.3f}" for k in BREAKDOWN)
+                + f" | {blame or '-'} |"
             )
     lines += ["", "Plots: breakdown.png, energy.png, timeline_<model>.png.", ""]
     return "\n".join(lines)

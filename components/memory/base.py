@@ -95,12 +95,12 @@ class _Lines:
 
     request: np.ndarray  # index of the request each line access belongs to
     line: np.ndarray  # line number (address // access_unit)
-    lo: np.ndarray  # first byte of the line the request touches (offset in the line)
-    hi: np.ndarray  # one past its last byte
+    lo: np.ndarray | None  # first byte of the line the request touches (offset in line)
+    hi: np.ndarray | None  # one past its last byte (both None: whole-request reads)
     ctrl: np.ndarray  # controller serving the line
     hit: np.ndarray  # the line was in its buffer entry (read hit / combined write)
-    episode: np.ndarray  # buffer episode: a miss and the hits that follow it in its entry
-    order: np.ndarray  # accesses along the buffer entries' streams (episodes contiguous)
+    episode: np.ndarray | None  # buffer episode: a miss and the hits that follow it
+    order: np.ndarray | None  # accesses along the buffer entries' streams (writes only)
 
 
 @dataclass(eq=False)
@@ -278,7 +278,7 @@ class MemoryDevice(SimObject):
         if addr.size == 0:
             return MemStream(self, {}, {}, 0.0, 0, 0)
         self._issued("read", addr, size, outstanding)
-        lines = self._split(addr, size)
+        lines = self._split(addr, size, writes=False)
         unit = self.access_unit
         media = np.where(lines.hit, 0, unit)
         misses_c = np.bincount(lines.ctrl, weights=~lines.hit, minlength=n)
@@ -287,8 +287,11 @@ class MemoryDevice(SimObject):
             media_c / self.ctrl_read_bandwidth, misses_c, self.read_latency, self.read_queue
         )
         gates, stalled = self._raw_gates(lines)
-        requested = np.bincount(lines.ctrl, weights=lines.hi - lines.lo, minlength=n)
         reqs = np.bincount(lines.ctrl, minlength=n)
+        if lines.lo is None:  # one line per request: each moves ``size`` bytes
+            requested = reqs * size
+        else:
+            requested = np.bincount(lines.ctrl, weights=lines.hi - lines.lo, minlength=n)
         hits = np.bincount(lines.ctrl, weights=lines.hit, minlength=n)
         stalls = np.bincount(lines.ctrl, weights=stalled, minlength=n)
         for c in range(n):
@@ -321,7 +324,7 @@ class MemoryDevice(SimObject):
         if addr.size == 0:
             return MemStream(self, {}, {}, 0.0, 0, 0)
         self._issued("write", addr, size, outstanding)
-        lines = self._split(addr, size)
+        lines = self._split(addr, size, writes=True)
         episodes = _episodes(lines, unit)
         writes_c = np.bincount(episodes.ctrl, minlength=n).astype(float)
         rmw_c = np.bincount(episodes.ctrl, weights=~episodes.full, minlength=n)
@@ -433,23 +436,31 @@ class MemoryDevice(SimObject):
             raise ValueError(f"{self.path}: outstanding must be >= 1, got {outstanding}")
         return addr, float(outstanding) if outstanding else math.inf
 
-    def _split(self, addr: np.ndarray, size: int) -> _Lines:
+    def _split(self, addr: np.ndarray, size: int, writes: bool) -> _Lines:
+        """Line accesses of a stream. Reads skip what only writes need (byte ranges
+        within lines, buffer episodes) when every request fits in one line."""
         unit, n = self.access_unit, self.controllers
         first = addr // unit
         count = (addr + size - 1) // unit - first + 1
-        if int(count.max()) == 1:
-            request, line, start = np.arange(addr.size), first, addr
+        single = int(count.max()) == 1
+        if single:
+            request, line, start = None, first, addr
         else:
             request = np.repeat(np.arange(addr.size), count)
             offset = np.arange(request.size) - np.repeat(np.cumsum(count) - count, count)
             line, start = first[request] + offset, addr[request]
-        lo = np.maximum(start, line * unit) - line * unit
-        hi = np.minimum(start + size, (line + 1) * unit) - line * unit
+        lo = hi = None
+        if writes or not single:
+            base = line * unit
+            lo = np.maximum(start, base) - base
+            hi = np.minimum(start + size, base + unit) - base
         per_chunk = self.interleave // unit
         chunk = line // per_chunk
         ctrl = chunk % n
         local = (chunk // n) * per_chunk + line % per_chunk
-        hit, episode, order = _buffer_hits(line, ctrl, local, self.buffer_lines)
+        hit, episode, order = _buffer_hits(line, ctrl, local, self.buffer_lines, writes)
+        if request is None:
+            request = np.arange(addr.size)
         return _Lines(request, line, lo, hi, ctrl, hit, episode, order)
 
     def _raw_gates(self, lines: _Lines) -> tuple[list, np.ndarray]:
@@ -530,15 +541,17 @@ def _small(keys: np.ndarray) -> np.ndarray:
 
 
 def _buffer_hits(
-    line: np.ndarray, ctrl: np.ndarray, local: np.ndarray, entries: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    line: np.ndarray, ctrl: np.ndarray, local: np.ndarray, entries: int, episodes: bool
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
     """A direct-mapped buffer of ``entries`` lines per controller: an access hits when
     the previous access to its entry (same controller, same local line modulo entries)
-    was to the same line. Returns the hit mask, each access's episode (its miss and the
-    hits that follow it, numbered along the entries' streams) and that stream order."""
+    was to the same line. Returns the hit mask and, when ``episodes`` is asked for, each
+    access's episode (its miss and the hits that follow it, numbered along the entries'
+    streams) and that stream order."""
     size = line.size
     if entries == 0:
-        return np.zeros(size, dtype=bool), np.arange(size), np.arange(size)
+        every = np.arange(size) if episodes else None
+        return np.zeros(size, dtype=bool), every, every
     slot = ctrl.astype(np.int64) * entries + local % entries
     order = np.argsort(_small(slot), kind="stable")
     sorted_slot, sorted_line = slot[order], line[order]
@@ -546,6 +559,8 @@ def _buffer_hits(
     hit_sorted[1:] = (sorted_slot[1:] == sorted_slot[:-1]) & (sorted_line[1:] == sorted_line[:-1])
     hit = np.empty(size, dtype=bool)
     hit[order] = hit_sorted
+    if not episodes:
+        return hit, None, None
     episode = np.empty(size, dtype=np.int64)
     episode[order] = np.cumsum(~hit_sorted) - 1
     return hit, episode, order
