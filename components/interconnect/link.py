@@ -115,10 +115,6 @@ class SerialLink(SimObject):
         _check_direction(direction)
         return f"{self.path}.{direction}"
 
-    def request_latency(self, nbytes: int = 64) -> int:
-        """Unloaded one-way latency of a single small request (one flit when it fits)."""
-        return self.transfer_ticks(max(nbytes, 1))
-
     # ----- accounting ----------------------------------------------------------------
     def record(self, nbytes: int, direction: str) -> int:
         """Count nbytes of payload sent in direction; returns its serialization ticks."""

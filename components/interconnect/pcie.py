@@ -80,10 +80,6 @@ class CudaRuntime(SimObject):
             "overheadTicks", "software overhead (call, staging, sync) beyond the wire", "Tick"
         )
 
-    def copy_bandwidth(self, link: SerialLink) -> float:
-        """Pinned cudaMemcpy payload rate over link (B/s)."""
-        return link.effective_bandwidth * self.dma_efficiency
-
     def memcpy(
         self, link: SerialLink, nbytes: int, direction: str = "down", *, pinned: bool = True
     ) -> Stage:
