@@ -106,6 +106,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--outstanding", default="1024", help="requests in flight per stream")
     p.add_argument("--requests", default="100000", help="requests per stream")
     p.add_argument("--controllers", default=None, help="override the device's controllers")
+    p.add_argument(
+        "--optane",
+        action="store_true",
+        help="PMEM with measured Optane DC per-DIMM figures (Pmem.optane) instead of Table 2's",
+    )
     p.add_argument("--span", default="1GiB", help="address range of each stream")
     p.add_argument("--seed", default="1")
     p.add_argument("--load-sweep", action="store_true", help="latency vs load, 1..1024 in flight")
@@ -223,7 +228,9 @@ def measure(args: argparse.Namespace, specs: list[StreamSpec]) -> dict:
 
 
 def _run(args, overrides, specs, span, seed):
-    device = DEVICES[args.device](**overrides)
+    if args.optane and DEVICES[args.device] is not Pmem:
+        raise ConfigError(f"--optane: applies to pmem and cxl-pmem, not {args.device}")
+    device = Pmem.optane(**overrides) if args.optane else DEVICES[args.device](**overrides)
     kind = "pmem" if args.device == "cxl-pmem" else args.device
     target = Target(device, kind, args.device == "cxl-pmem")
     engine = Engine()
