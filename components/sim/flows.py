@@ -204,28 +204,25 @@ class FlowNetwork:
                 scale = flow.scale
                 for resource, need in flow.needs.items():
                     demand[resource] += need / scale * flow.weight
-            level, limit = math.inf, None
-            for resource in sorted(demand):
-                candidate = max(spare[resource], 0.0) / demand[resource]
-                if candidate < level:
-                    level, limit = candidate, resource
+            levels = {r: max(spare[r], 0.0) / demand[r] for r in sorted(demand)}
+            level = min(levels.values())
             for flow in free:
                 if flow.min_ticks > 0:
-                    candidate = flow.scale / flow.min_ticks / flow.weight
-                    if candidate < level:
-                        level, limit = candidate, None
-            frozen = [
-                flow
-                for flow in free
-                if (limit is not None and limit in flow.needs)
-                or (flow.min_ticks > 0 and flow.scale / flow.min_ticks / flow.weight <= level)
-            ]
-            for flow in frozen:
-                share = level * flow.weight
-                flow.rate = share / flow.scale
-                flow._bottleneck = limit if limit in flow.needs else None
+                    level = min(level, flow.scale / flow.min_ticks / flow.weight)
+            # every resource that saturates at this level (ties included) freezes its flows
+            tied = level * (1 + 1e-12)
+            saturated = [r for r, candidate in levels.items() if candidate <= tied]
+            frozen = []
+            for flow in free:
+                limit = next((r for r in saturated if r in flow.needs), None)
+                capped = flow.min_ticks > 0 and flow.scale / flow.min_ticks / flow.weight <= tied
+                if limit is None and not capped:
+                    continue
+                flow.rate = level * flow.weight / flow.scale
+                flow._bottleneck = limit
                 for resource, need in flow.needs.items():
                     spare[resource] -= need * flow.rate
+                frozen.append(flow)
             free = [flow for flow in free if flow not in frozen]
 
     def _reschedule(self) -> None:
@@ -254,9 +251,11 @@ class FlowNetwork:
         if generation == self._generation:
             self._reschedule()
 
-    def _due(self, flow: Flow, fraction: float, now: int) -> int:
+    def _due(self, flow: Flow, fraction: float, now: int) -> int | float:
         if flow.done >= fraction - EPSILON:
             return now
+        if flow.rate <= 0:
+            return math.inf
         return now + math.ceil((fraction - flow.done) / flow.rate - 1e-6)
 
     def _next_wake(self, now: int) -> int | None:
@@ -266,7 +265,9 @@ class FlowNetwork:
             ticks += [self._due(flow, fraction, now) for fraction, _ in flow._milestones]
             soonest = min(ticks)
             wake = soonest if wake is None else min(wake, soonest)
-        return None if wake is None else max(wake, now + 1)
+        if wake is None or math.isinf(wake):
+            return None
+        return max(wake, now + 1)
 
     def _complete(self, now: int) -> None:
         """Finish the flows whose work is done and fire reached milestones."""
