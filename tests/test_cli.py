@@ -1,5 +1,6 @@
 """configs/trainingcxl.py as a user runs it: outputs, determinism, one-line errors."""
 
+import csv
 import json
 import re
 import subprocess
@@ -68,6 +69,11 @@ def test_outputs_from_any_working_directory(tmp_path):
         sum(results["contention_by_ms"].values()), rel=1e-3, abs=1e-6
     )
     assert float(stats["board.cxl_mem.pmem.ctrl0.utilisation"]) > 0
+    with open(out / "timeline.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    update = next(r for r in rows if r["op"] == "update" and r["batch"] == "1")
+    assert "board.cxl_mem.pmem" in update["uses"].split(";")
+    assert all(float(r["wait_ms"]) <= float(r["end_ms"]) - float(r["start_ms"]) for r in rows)
     assert results["system"] == "cxl-d" and results["model"] == "rm3"
     assert results["failure"] is None
     config = json.loads((out / "config.json").read_text())

@@ -84,3 +84,24 @@ def test_critical_path_always_sums_to_window(ops):
         path = critical_path(sched.records, last.record.uid, window_start)
         assert sum(path.values()) == last.record.end - window_start
         assert all(v > 0 for v in path.values())
+
+
+def test_contention_on_the_critical_path_is_charged_to_whom_it_came_from():
+    from components.sim.flows import Flow
+    from components.sim.schedule import Stage
+
+    engine = Engine()
+    sched = Scheduler(engine)
+    log = sched.op(
+        "log", "checkpoint", 0, "dma", lambda now: Stage([Flow({"media": 600})]), background=True
+    )
+    look = sched.op("lookup", "embedding", 0, "nmp", lambda now: Stage([Flow({"media": 300})]))
+    top = sched.op("top", "top_mlp", 0, "gpu", fixed(100), deps=[look])
+    engine.run()
+    # sharing the media evenly, the lookup takes 600 instead of 300, the log 900
+    assert (look.record.end, log.record.end) == (600, 900)
+    assert look.record.wait == 300 and look.record.waited_on == {log.record.uid: 300}
+    blame = {}
+    path = critical_path(sched.records, top.record.uid, 0, blame)
+    assert path == {"top_mlp": 100, "embedding": 300, "contention": 300}
+    assert blame == {"checkpoint": 300}
