@@ -61,7 +61,9 @@ def unavailable() -> str | None:
     if not any(Path(d, MYSQL_PLUGIN).is_file() for d in PLUGIN_DIRS):
         missing.append("slurm-wlm-mysql-plugin")
     if missing:
-        return f"missing Debian packages: {' '.join(missing)} (apt-get install -y {' '.join(missing)})"
+        return (
+            f"missing Debian packages: {' '.join(missing)} (apt-get install -y {' '.join(missing)})"
+        )
     return None
 
 
@@ -180,7 +182,7 @@ KillWait=2
 OverTimeLimit=0
 InactiveLimit=0
 PlugStackConfig={root}/plugstack.conf
-NodeName={cluster.node} NodeAddr=127.0.0.1 CPUs={cluster.cpus} RealMemory={cluster.memory_mb} State=UNKNOWN
+NodeName={cluster.node} NodeAddr=127.0.0.1 CPUs={cluster.cpus} RealMemory={cluster.memory_mb}
 PartitionName={cluster.partition} Nodes={cluster.node} Default={default} MaxTime=INFINITE State=UP
 """
 

@@ -58,8 +58,9 @@ def collect_command(
     return 0
 
 
-def sbatch_script(sweep: Sweep, sweep_py: str) -> str:
-    """A plain SLURM array script: task i runs `sweep.py SPEC --id i`.
+def sbatch_script(sweep: Sweep, sweep_py: str, indices: list[int]) -> str:
+    """A plain SLURM array script over these run indices: task i runs `sweep.py SPEC --id i`
+    with this interpreter (the venv's python, by absolute path).
 
     Creates the log folder now: sbatch opens --output before the script runs.
     """
@@ -78,7 +79,7 @@ def sbatch_script(sweep: Sweep, sweep_py: str) -> str:
     lines = [
         "#!/bin/bash",
         "#SBATCH --job-name=sweep",
-        *sbatch_directives(sweep.slurm, len(sweep.runs)),
+        *sbatch_directives(sweep.slurm, indices),
         f"#SBATCH --output={logs}/%A_%a.out",
         "",
         quoted,

@@ -6,9 +6,12 @@ running, or after it was killed, never picks up a half-written result.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -82,9 +85,23 @@ def write_table(rows: list[dict], prefix: Path) -> tuple[Path, Path]:
     table = pa.table({name: [row.get(name) for row in rows] for name in columns})
     csv_path, parquet_path = prefix.with_suffix(".csv"), prefix.with_suffix(".parquet")
     prefix.parent.mkdir(parents=True, exist_ok=True)
-    pacsv.write_csv(table, csv_path)
-    pq.write_table(table, parquet_path)
+    with _replacing(csv_path) as tmp:
+        pacsv.write_csv(table, tmp)
+    with _replacing(parquet_path) as tmp:
+        pq.write_table(table, tmp)
     return csv_path, parquet_path
+
+
+@contextlib.contextmanager
+def _replacing(path: Path) -> Iterator[Path]:
+    """A temp sibling that replaces path only once fully written (Ctrl-C, a full disk
+    or a failed write leave the previous file as it was)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def _order_key(values: list[Any]):
@@ -142,6 +159,7 @@ def plot(rows: list[dict], metric: str, axis: str, path: Path) -> Path:
     ax.grid(alpha=0.3)
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=120)
+    with _replacing(path) as tmp:
+        figure.savefig(tmp, dpi=120, format="png")
     plt.close(figure)
     return path
