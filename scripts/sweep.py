@@ -29,10 +29,12 @@ from sweeplib.spec import load_sweep  # noqa: E402
 
 from workloads.options import QuietParser, UsageError  # noqa: E402
 
-INTERRUPTED = (
-    "sweep.py: interrupted; finished runs are kept, runs in flight are dropped "
-    "(rerun the same command to finish the sweep)"
-)
+INTERRUPTED = {
+    "local": "sweep.py: interrupted; finished runs are kept, runs in flight are dropped "
+    "(rerun the same command to finish the sweep)",
+    "slurm": "sweep.py: interrupted; finished runs are kept and the submitted jobs go on "
+    "(scancel them, or rerun the same command once they end)",
+}
 
 
 def parse_args(argv: list[str] | None):
@@ -77,6 +79,7 @@ def sbatch(sweep) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = None
     try:
         args = parse_args(argv)
         sweep = load_sweep(args.spec, args.outroot)
@@ -99,8 +102,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sweep.py: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(INTERRUPTED, file=sys.stderr)
+        submitted = args is not None and args.executor == "slurm" and args.id is None
+        print(INTERRUPTED["slurm" if submitted else "local"], file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `--list | head`: the reader has all it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     print("\n".join(summary.lines()))
     return 1 if summary.failures else 0
 

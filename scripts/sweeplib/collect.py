@@ -85,23 +85,24 @@ def write_table(rows: list[dict], prefix: Path) -> tuple[Path, Path]:
     table = pa.table({name: [row.get(name) for row in rows] for name in columns})
     csv_path, parquet_path = prefix.with_suffix(".csv"), prefix.with_suffix(".parquet")
     prefix.parent.mkdir(parents=True, exist_ok=True)
-    with _replacing(csv_path) as tmp:
-        pacsv.write_csv(table, tmp)
-    with _replacing(parquet_path) as tmp:
-        pq.write_table(table, tmp)
+    with _replacing(csv_path, parquet_path) as (csv_tmp, parquet_tmp):
+        pacsv.write_csv(table, csv_tmp)
+        pq.write_table(table, parquet_tmp)
     return csv_path, parquet_path
 
 
 @contextlib.contextmanager
-def _replacing(path: Path) -> Iterator[Path]:
-    """A temp sibling that replaces path only once fully written (Ctrl-C, a full disk
-    or a failed write leave the previous file as it was)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+def _replacing(*paths: Path) -> Iterator[list[Path]]:
+    """Temp siblings that replace paths only once all are fully written: Ctrl-C, a full
+    disk or a failed write leave the previous files as they were, never a mixture."""
+    temps = [path.with_name(f".{path.name}.{os.getpid()}.tmp") for path in paths]
     try:
-        yield tmp
-        os.replace(tmp, path)
+        yield temps
+        for temp, path in zip(temps, paths, strict=True):
+            os.replace(temp, path)
     finally:
-        tmp.unlink(missing_ok=True)
+        for temp in temps:
+            temp.unlink(missing_ok=True)
 
 
 def _order_key(values: list[Any]):
@@ -159,7 +160,7 @@ def plot(rows: list[dict], metric: str, axis: str, path: Path) -> Path:
     ax.grid(alpha=0.3)
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    with _replacing(path) as tmp:
-        figure.savefig(tmp, dpi=120, format="png")
+    with _replacing(path) as (temp,):
+        figure.savefig(temp, dpi=120, format="png")
     plt.close(figure)
     return path

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import io
 import multiprocessing
 import os
 import shlex
@@ -38,9 +39,19 @@ RESULT_POLL_S = 2.0  # result files are cheap to look for
 SACCT_EVERY_S = 15.0  # one sacct call per interval for the whole array, as sites ask
 
 
-def _die_with(parent: int) -> None:
-    """Pool initializer: exit when the driver does, and leave Ctrl-C to the driver."""
+def _init_worker(parent: int) -> None:
+    """Pool initializer: leave Ctrl-C to the driver, die with it, and keep tqdm from
+    making a named semaphore that a killed worker would leave to the resource tracker
+    (which then warns of a leak): a worker's runs show no progress bar anyway."""
+    from tqdm import tqdm
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    tqdm.set_lock(threading.RLock())
+    _die_with(parent)
+
+
+def _die_with(parent: int) -> None:
+    """Exit when the driver does, even if it is SIGKILLed."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         armed = libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL) == 0
@@ -59,9 +70,8 @@ def _watch_parent(parent: int) -> None:
 
 
 def _stop_workers(pool: ProcessPoolExecutor) -> None:
-    """Cancel queued runs and kill the busy workers now (shutdown alone would let every
-    queued run still execute). Python 3.11 has no public way to reach the workers."""
-    pool.shutdown(wait=False, cancel_futures=True)
+    """Kill the busy workers now and drop the queued runs: shutdown alone would let every
+    queued run still execute. Python 3.11 has no public way to reach the workers."""
     workers = list((getattr(pool, "_processes", None) or {}).values())
     for worker in workers:
         with contextlib.suppress(OSError, ValueError):
@@ -69,6 +79,9 @@ def _stop_workers(pool: ProcessPoolExecutor) -> None:
     for worker in workers:
         with contextlib.suppress(OSError, ValueError):
             worker.join(5)
+    # with the workers gone the pool breaks at once; waiting lets it release its queues
+    # (no "leaked semaphore" warning from the resource tracker)
+    pool.shutdown(wait=True, cancel_futures=True)
 
 
 def run_local(runs: list[RunOptions], workers: int, report: Report) -> None:
@@ -81,7 +94,7 @@ def run_local(runs: list[RunOptions], workers: int, report: Report) -> None:
     pool = ProcessPoolExecutor(
         max_workers=min(workers, len(runs)),
         mp_context=context,
-        initializer=_die_with,
+        initializer=_init_worker,
         initargs=(os.getpid(),),
     )
     try:
@@ -97,7 +110,8 @@ def run_local(runs: list[RunOptions], workers: int, report: Report) -> None:
     pool.shutdown(wait=True)
 
 
-def _require_slurm() -> None:
+def require_slurm() -> None:
+    """A one-line error (exit 2) before anything is written, where SLURM is absent."""
     missing = [name for name in SLURM_COMMANDS if shutil.which(name) is None]
     if missing:
         raise UsageError(
@@ -120,14 +134,15 @@ def submit(
     import submitit
 
     if executor == "slurm":
-        _require_slurm()
+        require_slurm()
     pool = submitit.AutoExecutor(folder=folder / "%j", cluster=SUBMITIT_CLUSTERS[executor])
     parameters = submitit_parameters(resources)
     if executor == "slurm":
         parameters["slurm_setup"] = _setup_lines()
     pool.update_parameters(name="sweep", **parameters)
     try:
-        return pool.map_array(run_one, runs)
+        with contextlib.redirect_stderr(io.StringIO()):  # submitit echoes sbatch's stderr
+            return pool.map_array(run_one, runs)
     except (OSError, RuntimeError) as exc:  # sbatch refused: no controller, bad partition
         raise UsageError(f"--executor {executor}: submission failed: {_last_error(exc)}") from None
 
@@ -162,7 +177,7 @@ def wait(jobs: list[Any], runs: list[RunOptions], report: Report) -> None:
             try:
                 report(job.result())
             except Exception as exc:  # the job itself failed, not the simulation
-                lines = str(exc).strip().splitlines() or [type(exc).__name__]
-                report(Outcome(run_id(options), FAILED, f"job {job.job_id}: {lines[-1]}"))
+                message = f"job {job.job_id} ({job.state}): {_last_error(exc)}"
+                report(Outcome(run_id(options), FAILED, message))
         if pending:
             time.sleep(RESULT_POLL_S)
