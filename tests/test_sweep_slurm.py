@@ -43,6 +43,7 @@ axes:
   set.board.cxl_mem.pmem.read_latency: [300ns, 600ns]
 slurm: {slurm}
 """
+UNSETTLED = ("PENDING", "RUNNING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED")
 RESULT_FILES = ("results.json", "timeline.csv")  # stats also hold the host's wall time
 PTRACE_ATTACH, WALL = 16, 0x40000000
 LIBC = ctypes.CDLL(None, use_errno=True)
@@ -169,6 +170,18 @@ def sacct(cluster, job: str) -> dict[str, dict[str, str]]:
     return {row[0]: dict(zip(lines[0], row, strict=True)) for row in lines[1:]}
 
 
+def settled(cluster, job: str, tasks: int) -> dict[str, dict[str, str]]:
+    """sacct of an array once every task's final state has reached the database
+    (slurmctld sends records to slurmdbd after squeue has forgotten the job)."""
+
+    def final():
+        states = sacct(cluster, job)
+        done = all(s["State"].split()[0] not in UNSETTLED for s in states.values())
+        return states if len(states) == tasks and done else None
+
+    return wait_for(final, 60, f"sacct to settle on job {job}", cluster)
+
+
 def wait_for(predicate, timeout: float, what: str, cluster=None):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -227,7 +240,9 @@ def test_submitit_array_with_scancel_and_timeout_resumes_to_12_results(cluster, 
     output = log.read()
     assert sweep.returncode == 1, output
     assert "sweep: 12 runs: 10 ran, 0 already complete, 2 failed" in output, output
-    states = sacct(cluster, array)
+    assert f"failed: run {index[held]} ({held}): job {array}_{index[held]} (TIMEOUT)" in output
+    assert f"({cancelled}): job {array}_{index[cancelled]} (CANCELLED" in output
+    states = settled(cluster, array, 12)
     assert states[f"{array}_{index[held]}"]["State"] == "TIMEOUT", states
     assert states[f"{array}_{index[cancelled]}"]["State"].startswith("CANCELLED"), states
     assert not store.is_complete(outroot, held) and not store.is_complete(outroot, cancelled)
@@ -294,8 +309,7 @@ def test_sbatch_array_with_scancel_resubmits_only_the_unfinished_run(cluster, ex
     finally:
         killed.release()
     wait_for(lambda: not cluster.jobs(), 180, "the first array to end", cluster)
-    states = sacct(cluster, first)
-    assert len(states) == 12
+    states = settled(cluster, first, 12)
     assert (
         sorted(s["State"].split()[0] for s in states.values()) == ["CANCELLED"] + ["COMPLETED"] * 11
     ), states
@@ -306,8 +320,25 @@ def test_sbatch_array_with_scancel_resubmits_only_the_unfinished_run(cluster, ex
     second = sbatch()  # only the cancelled run is left
     assert f"#SBATCH --array={index[cancelled]}%1" in script.read_text()
     wait_for(lambda: not cluster.jobs(), 120, "the resubmitted task to end", cluster)
-    assert [s["State"] for s in sacct(cluster, second).values()] == ["COMPLETED"]
+    assert [s["State"] for s in settled(cluster, second, 1).values()] == ["COMPLETED"]
     check_results(outroot, spec, expected)
     done = subprocess.run([*SWEEP, str(spec), "--sbatch"], capture_output=True, text=True)
     assert (done.returncode, done.stdout) == (0, "")
     assert "all 12 runs are complete" in done.stderr
+
+
+def test_a_partition_the_cluster_lacks_is_one_line_and_exit_2(cluster, tmp_path):
+    spec = write_spec(tmp_path, {"partition": "nope", "time": 1, "mem": "400M"})
+    done = subprocess.run(
+        [*SWEEP, str(spec), "--executor", "slurm"],
+        env=cluster.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "sweep.py: --executor slurm: submission failed: sbatch: error: "
+        "Batch job submission failed: Invalid partition name specified"
+    ]
+    assert not cluster.jobs()
