@@ -2,6 +2,7 @@
 
     python scripts/slurm_cluster.py [--cpus N] [--memory-mb M] -- COMMAND [ARG]...
     python scripts/slurm_cluster.py            # no command: print SLURM_CONF, wait for Ctrl-C
+    python scripts/slurm_cluster.py --check    # can one run here? (else: what is missing)
 
 Run as root on a machine with Debian's slurmctld, slurmd, slurmdbd, slurm-client,
 slurm-wlm-mysql-plugin, munge and mariadb-server-core. Everything lives in a fresh temp
@@ -396,8 +397,15 @@ def main(argv: list[str] | None = None) -> int:
         "--memory-mb", type=int, default=2048, help="memory of the node in MB (default 2048)"
     )
     parser.add_argument("--partition", default="sweep", help="partition name (default sweep)")
+    parser.add_argument(
+        "--check", action="store_true", help="only say whether a cluster can run here (exit 0/1)"
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARG]...")
     args = parser.parse_args(argv)
+    if args.check:
+        reason = unavailable()
+        print(f"slurm_cluster.py: {reason or 'a throwaway cluster can run here'}")
+        return 1 if reason else 0
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if args.cpus < 1 or args.memory_mb < 64:
         print("slurm_cluster.py: --cpus must be >= 1 and --memory-mb >= 64", file=sys.stderr)
