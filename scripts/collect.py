@@ -5,7 +5,8 @@
 
 Writes PREFIX.csv and PREFIX.parquet (default OUTROOT/sweep.*), one row per complete
 run: its options, results.json (batch_time_ms.*, breakdown_ms.*, energy_j.total) and
-the stats named by --stat. Errors print one line and exit with 2.
+the stats named by --stat. Errors print one line and exit with 2; Ctrl-C exits with
+130 and leaves any earlier table as it was.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"collect.py: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("collect.py: interrupted; no table written", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

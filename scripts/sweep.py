@@ -9,7 +9,8 @@
 
 Each run lands in OUTROOT/<id>, id = hash of its options; finished runs are skipped.
 A malformed spec prints one line naming the field and exits with 2 before any run;
-failed runs are listed at the end and make the exit status 1. See docs/sweeps.md.
+failed runs are listed at the end and make the exit status 1; Ctrl-C exits with 130,
+keeping every finished run. See docs/sweeps.md.
 """
 
 from __future__ import annotations
@@ -27,6 +28,13 @@ from sweeplib.driver import execute, status  # noqa: E402
 from sweeplib.spec import load_sweep  # noqa: E402
 
 from workloads.options import QuietParser, UsageError  # noqa: E402
+
+INTERRUPTED = {
+    "local": "sweep.py: interrupted; finished runs are kept, runs in flight are dropped "
+    "(rerun the same command to finish the sweep)",
+    "slurm": "sweep.py: interrupted; finished runs are kept and the submitted jobs go on "
+    "(scancel them, or rerun the same command once they end)",
+}
 
 
 def parse_args(argv: list[str] | None):
@@ -58,7 +66,20 @@ def parse_args(argv: list[str] | None):
     return args
 
 
+def sbatch(sweep) -> int:
+    """Print an array script over the unfinished runs, so resubmitting redoes only them."""
+    pending = [run.index for run in sweep.runs if status(sweep, run) != "done"]
+    if not pending:
+        print(
+            f"sweep.py: all {len(sweep.runs)} runs are complete; nothing to submit", file=sys.stderr
+        )
+        return 0
+    print(sbatch_script(sweep, os.path.abspath(__file__), pending), end="")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    args = None
     try:
         args = parse_args(argv)
         sweep = load_sweep(args.spec, args.outroot)
@@ -68,8 +89,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{run.index} {run.id} {point} {status(sweep, run)}".replace("  ", " "))
             return 0
         if args.sbatch:
-            print(sbatch_script(sweep, os.path.abspath(__file__)), end="")
-            return 0
+            return sbatch(sweep)
         if args.collect:
             return collect_command(args, sweep.outroot, [run.id for run in sweep.runs])
         runs = sweep.runs
@@ -81,6 +101,13 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"sweep.py: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        submitted = args is not None and args.executor == "slurm" and args.id is None
+        print(INTERRUPTED["slurm" if submitted else "local"], file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `--list | head`: the reader has all it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     print("\n".join(summary.lines()))
     return 1 if summary.failures else 0
 

@@ -130,7 +130,8 @@ def test_ids_are_stable_and_distinct(tmp_path):
 
 def test_sbatch_directives():
     lines = sbatch_directives(
-        {"time": 90, "cpus": 2, "mem": "8G", "partition": "gpu", "array_parallelism": 4}, 24
+        {"time": 90, "cpus": 2, "mem": "8G", "partition": "gpu", "array_parallelism": 4},
+        list(range(24)),
     )
     assert lines[:4] == [
         "#SBATCH --array=0-23%4",
@@ -139,3 +140,6 @@ def test_sbatch_directives():
         "#SBATCH --mem=8G",
     ]
     assert "#SBATCH --partition=gpu" in lines
+    # resubmitting after a partial failure: only the unfinished runs' indices
+    sparse = sbatch_directives({"time": 1, "cpus": 1, "mem": "1G"}, [11, 0, 3, 4, 5, 9, 10])
+    assert sparse[0] == "#SBATCH --array=0,3-5,9-11"

@@ -58,8 +58,9 @@ def collect_command(
     return 0
 
 
-def sbatch_script(sweep: Sweep, sweep_py: str) -> str:
-    """A plain SLURM array script: task i runs `sweep.py SPEC --id i`.
+def sbatch_script(sweep: Sweep, sweep_py: str, indices: list[int]) -> str:
+    """A plain SLURM array script over these run indices: task i runs `sweep.py SPEC --id i`
+    with this interpreter (the venv's python, by absolute path, so nothing to activate).
 
     Creates the log folder now: sbatch opens --output before the script runs.
     """
@@ -74,11 +75,13 @@ def sbatch_script(sweep: Sweep, sweep_py: str) -> str:
         "--id",
         "$SLURM_ARRAY_TASK_ID",
     ]
-    quoted = " ".join(shlex.quote(word) for word in command[:-1]) + f" {command[-1]}"
+    # exec: SLURM's signals (scancel, the time limit) reach the run itself, and no
+    # shell is left to die first and orphan it
+    quoted = "exec " + " ".join(shlex.quote(word) for word in command[:-1]) + f" {command[-1]}"
     lines = [
         "#!/bin/bash",
         "#SBATCH --job-name=sweep",
-        *sbatch_directives(sweep.slurm, len(sweep.runs)),
+        *sbatch_directives(sweep.slurm, indices),
         f"#SBATCH --output={logs}/%A_%a.out",
         "",
         quoted,

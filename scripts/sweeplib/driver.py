@@ -38,6 +38,8 @@ def status(sweep: Sweep, run: Run) -> str:
 
 def execute(sweep: Sweep, runs: list[Run], executor: str, workers: int) -> Summary:
     """Run every unfinished run of runs; a run's failure never stops the others."""
+    if executor == "slurm":
+        executors.require_slurm()
     sweep.outroot.mkdir(parents=True, exist_ok=True)
     store.clean_stale(sweep.outroot)
     pending = [run for run in runs if not store.is_complete(sweep.outroot, run.id)]
@@ -71,6 +73,9 @@ def execute(sweep: Sweep, runs: list[Run], executor: str, workers: int) -> Summa
         elif pending:
             jobs = executors.submit(options, sweep.outroot / ".submitit", executor, sweep.slurm)
             executors.wait(jobs, options, report)
+    except KeyboardInterrupt:  # the pool's workers are dead: drop their temp dirs now
+        store.clean_stale(sweep.outroot)
+        raise
     finally:
         bar.close()
     summary.failures.sort(key=lambda item: item[0].index)

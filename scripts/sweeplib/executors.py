@@ -1,13 +1,23 @@
 """Where runs execute: a local spawn process pool, or SLURM job arrays through submitit.
 
 Both report each Outcome as it arrives, so the caller can drive a progress bar and a
-killed sweep has already recorded everything that finished.
+killed sweep has already recorded everything that finished. Local workers die with
+the driver (PR_SET_PDEATHSIG, or a watcher thread where prctl is missing), so killing
+a sweep, even with SIGKILL, leaves no worker or resource tracker behind.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import io
 import multiprocessing
 import os
+import shlex
+import shutil
+import signal
+import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
@@ -16,12 +26,62 @@ from typing import Any
 from sweeplib.runid import run_id
 from sweeplib.runner import FAILED, Outcome, run_one
 from sweeplib.slurm import submitit_parameters
-from workloads.options import RunOptions
+from workloads.options import RunOptions, UsageError
 
 Report = Callable[[Outcome], None]
 PACKAGE_ROOTS = (Path(__file__).resolve().parents[2], Path(__file__).resolve().parents[1])
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 SUBMITIT_CLUSTERS = {"slurm": "slurm", "debug": "debug"}
+SLURM_COMMANDS = ("sbatch", "srun", "sacct", "scancel")
+PR_SET_PDEATHSIG = 1
+PARENT_POLL_S = 1.0
+RESULT_POLL_S = 2.0  # result files are cheap to look for
+SACCT_EVERY_S = 15.0  # one sacct call per interval for the whole array, as sites ask
+
+
+def _init_worker(parent: int) -> None:
+    """Pool initializer: leave Ctrl-C to the driver, die with it, and keep tqdm from
+    making a named semaphore that a killed worker would leave to the resource tracker
+    (which then warns of a leak): a worker's runs show no progress bar anyway."""
+    from tqdm import tqdm
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    tqdm.set_lock(threading.RLock())
+    _die_with(parent)
+
+
+def _die_with(parent: int) -> None:
+    """Exit when the driver does, even if it is SIGKILLed."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        armed = libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL) == 0
+    except (OSError, AttributeError):  # not Linux: watch the parent instead
+        armed = False
+    if os.getppid() != parent:  # the driver died before prctl took effect
+        os._exit(1)
+    if not armed:
+        threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL_S)
+    os._exit(1)
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """Kill the busy workers now and drop the queued runs: shutdown alone would let every
+    queued run still execute. Python 3.11 has no public way to reach the workers."""
+    workers = list((getattr(pool, "_processes", None) or {}).values())
+    for worker in workers:
+        with contextlib.suppress(OSError, ValueError):
+            worker.kill()
+    for worker in workers:
+        with contextlib.suppress(OSError, ValueError):
+            worker.join(5)
+    # with the workers gone the pool breaks at once; waiting lets it release its queues
+    # (no "leaked semaphore" warning from the resource tracker)
+    pool.shutdown(wait=True, cancel_futures=True)
 
 
 def run_local(runs: list[RunOptions], workers: int, report: Report) -> None:
@@ -31,20 +91,40 @@ def run_local(runs: list[RunOptions], workers: int, report: Report) -> None:
     for name in THREAD_VARIABLES:  # runs are the parallelism: one BLAS thread per worker
         os.environ.setdefault(name, "1")
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=min(workers, len(runs)), mp_context=context) as pool:
+    pool = ProcessPoolExecutor(
+        max_workers=min(workers, len(runs)),
+        mp_context=context,
+        initializer=_init_worker,
+        initargs=(os.getpid(),),
+    )
+    try:
         futures = {pool.submit(run_one, options): options for options in runs}
         for future in as_completed(futures):
             try:
                 report(future.result())
             except Exception as exc:  # the worker process died (killed, out of memory)
                 report(Outcome(run_id(futures[future]), FAILED, f"worker died: {exc!r}"))
+    except BaseException:  # Ctrl-C or a failing report: no run goes on without us
+        _stop_workers(pool)
+        raise
+    pool.shutdown(wait=True)
 
 
-def _export_pythonpath() -> None:
-    """Jobs unpickle run_one by reference: they must import sweeplib and workloads too."""
-    paths = [str(p) for p in PACKAGE_ROOTS]
-    current = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join(paths + ([current] if current else []))
+def require_slurm() -> None:
+    """A one-line error (exit 2) before anything is written, where SLURM is absent."""
+    missing = [name for name in SLURM_COMMANDS if shutil.which(name) is None]
+    if missing:
+        raise UsageError(
+            f"--executor slurm: {', '.join(missing)} not found on PATH; run on a SLURM "
+            "login node, or use --executor local (or --sbatch to write a job script)"
+        )
+
+
+def _setup_lines() -> list[str]:
+    """Jobs unpickle run_one by reference: they must import sweeplib and workloads too,
+    whatever environment the site's sbatch passes on."""
+    paths = os.pathsep.join(str(p) for p in PACKAGE_ROOTS)
+    return [f"export PYTHONPATH={shlex.quote(paths)}${{PYTHONPATH:+:$PYTHONPATH}}"]
 
 
 def submit(
@@ -53,20 +133,51 @@ def submit(
     """One job array (one task per run) with the spec's resources; returns the jobs."""
     import submitit
 
-    _export_pythonpath()
+    if executor == "slurm":
+        require_slurm()
     pool = submitit.AutoExecutor(folder=folder / "%j", cluster=SUBMITIT_CLUSTERS[executor])
-    pool.update_parameters(name="sweep", **submitit_parameters(resources))
-    return pool.map_array(run_one, runs)
+    parameters = submitit_parameters(resources)
+    if executor == "slurm":
+        parameters["slurm_setup"] = _setup_lines()
+    pool.update_parameters(name="sweep", **parameters)
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):  # submitit echoes sbatch's stderr
+            return pool.map_array(run_one, runs)
+    except (OSError, RuntimeError) as exc:  # sbatch refused: no controller, bad partition
+        raise UsageError(f"--executor {executor}: submission failed: {_last_error(exc)}") from None
+
+
+def _last_error(exc: BaseException) -> str:
+    """The line of a failed command's output that says what went wrong."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    errors = [line for line in lines if "error" in line.lower()]
+    return (errors or lines or [type(exc).__name__])[-1]
+
+
+def _refresh(jobs: list[Any]) -> None:
+    """One sacct call for every unfinished job of the array."""
+    watcher = getattr(jobs[0], "watcher", None)
+    if watcher is not None and hasattr(watcher, "update"):
+        watcher.update()
 
 
 def wait(jobs: list[Any], runs: list[RunOptions], report: Report) -> None:
-    """Report each job as it finishes; a crashed job (timeout, OOM) is a failed run."""
-    import submitit
-
-    ids = {id(job): run_id(options) for job, options in zip(jobs, runs, strict=True)}
-    for job in submitit.helpers.as_completed(jobs, poll_frequency=5):
-        try:
-            report(job.result())
-        except Exception as exc:  # the job itself failed, not the simulation
-            lines = str(exc).strip().splitlines() or [type(exc).__name__]
-            report(Outcome(ids[id(job)], FAILED, f"job {job.job_id}: {lines[-1]}"))
+    """Report each job as it finishes; a job that ended without a result (cancelled,
+    timed out, out of memory, node lost) is a failed run."""
+    pending = dict(zip((id(job) for job in jobs), zip(jobs, runs, strict=True), strict=True))
+    last_sacct = time.monotonic()
+    while pending:
+        if time.monotonic() - last_sacct >= SACCT_EVERY_S:
+            _refresh(jobs)
+            last_sacct = time.monotonic()
+        for key, (job, options) in list(pending.items()):
+            if not job.done():
+                continue
+            del pending[key]
+            try:
+                report(job.result())
+            except Exception as exc:  # the job itself failed, not the simulation
+                message = f"job {job.job_id} ({job.state}): {_last_error(exc)}"
+                report(Outcome(run_id(options), FAILED, message))
+        if pending:
+            time.sleep(RESULT_POLL_S)

@@ -59,4 +59,7 @@ def run_one(options: RunOptions) -> Outcome:
         message = _one_line(exc)
         store.record_failure(outroot, identity, message, canonical(options))
         return Outcome(identity, FAILED, message)
+    except BaseException:  # Ctrl-C, SystemExit: stop, but leave no temp dir behind
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     return Outcome(identity, DONE if placed else SKIPPED)

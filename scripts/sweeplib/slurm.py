@@ -23,6 +23,7 @@ SUBMITIT_NAMES = {
     "array_parallelism": "slurm_array_parallelism",
 }
 DEFAULTS = {"time": 60, "cpus": 1, "mem": "4G"}
+SIGNAL_DELAY_S = 90
 
 
 def _error(key: str, message: str) -> UsageError:
@@ -77,15 +78,39 @@ def parse_slurm(section: Any) -> dict[str, Any]:
     return resources
 
 
+def signal_delay_s(minutes: int) -> int:
+    """How long before its time limit a job is warned (USR2) so that the run records its
+    failure before SLURM kills it: submitit's 90 s, but at most a quarter of the limit,
+    or a short job would be warned as it starts."""
+    return min(SIGNAL_DELAY_S, minutes * 60 // 4)
+
+
 def submitit_parameters(resources: dict[str, Any]) -> dict[str, Any]:
     """The spec's resources under submitit's AutoExecutor parameter names."""
-    return {SUBMITIT_NAMES[key]: value for key, value in resources.items()}
+    parameters = {
+        SUBMITIT_NAMES[key]: value
+        for key, value in resources.items()
+        if not (key == "gpus" and value == 0)
+    }
+    parameters["slurm_signal_delay_s"] = signal_delay_s(resources["time"])
+    return parameters
 
 
-def sbatch_directives(resources: dict[str, Any], runs: int) -> list[str]:
-    """#SBATCH lines for a plain job array over the sweep's run ids."""
+def array_ranges(indices: list[int]) -> str:
+    """SLURM's --array syntax for these task ids, runs of consecutive ids as ranges."""
+    parts: list[list[int]] = []
+    for index in sorted(indices):
+        if parts and parts[-1][1] == index - 1:
+            parts[-1][1] = index
+        else:
+            parts.append([index, index])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in parts)
+
+
+def sbatch_directives(resources: dict[str, Any], indices: list[int]) -> list[str]:
+    """#SBATCH lines for a plain job array whose task ids are these run indices."""
     hh, mm = divmod(resources["time"], 60)
-    array = f"0-{runs - 1}"
+    array = array_ranges(indices)
     if "array_parallelism" in resources:
         array += f"%{resources['array_parallelism']}"
     lines = [

@@ -8,8 +8,10 @@ starts and reported as one line naming the spec field (``spec: axes.seed: empty 
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
+import math
 import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -31,6 +33,7 @@ from workloads.options import (
 TOP_LEVEL = ("outroot", "fixed", "axes", "zip", "slurm")
 SWEEP_MANAGED = ("help", "outdir", "sets", "progress")
 SET_PREFIX = "set."
+MAX_RUNS = 10_000  # a grid above this is refused before any run is built (docs/sweeps.md)
 
 
 class SpecError(UsageError):
@@ -56,7 +59,9 @@ class Sweep:
     slurm: dict[str, Any]
 
 
+@functools.cache
 def _run_parser() -> QuietParser:
+    """One parser for every run: building it costs more than parsing with it."""
     parser = QuietParser(prog="sweep", add_help=False)
     add_run_options(parser)
     return parser
@@ -258,6 +263,16 @@ def load_sweep(path: str | Path, outroot: str | None = None, check: bool = True)
             raise SpecError(field, f"expected a list of values, got {values!r}")
         if not values:
             raise SpecError(field, "empty axis")
+    dimensions = _dimensions(axes, doc.get("zip"))
+    size = math.prod(len(dimension) for dimension in dimensions)
+    if size > MAX_RUNS:
+        raise SpecError(
+            "axes",
+            f"the grid has {size:,} runs, more than the limit of {MAX_RUNS:,}; "
+            "split it into several specs",
+        )
+    for name, values in axes.items():
+        field = f"axes.{name}"
         for number, value in enumerate(values):
             _options(
                 fixed_argv + _argv(name, value, f"{field}[{number}]", flags), f"{field}[{number}]"
@@ -266,7 +281,7 @@ def load_sweep(path: str | Path, outroot: str | None = None, check: bool = True)
     root_path = Path(root).expanduser().resolve()
     runs: list[Run] = []
     first_index: dict[str, int] = {}
-    for index, parts in enumerate(itertools.product(*_dimensions(axes, doc.get("zip")))):
+    for index, parts in enumerate(itertools.product(*dimensions)):
         point = {k: v for part in parts for k, v in part.items()}
         argv = list(fixed_argv)
         for name, value in point.items():

@@ -44,13 +44,18 @@ def _owner(path: Path) -> tuple[str, int, str] | None:
 
 
 def _alive(pid: int) -> bool:
+    """Running on this host: a zombie (killed, not yet reaped) writes nothing more."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):  # no /proc here: kill(0) is all there is
+        return True
+    return state not in ("Z", "X")
 
 
 def clean_stale(outroot: Path, run_id: str | None = None) -> int:
