@@ -24,18 +24,23 @@ import numpy as np
 
 from components.interconnect.cxl import CxlLink
 from components.memory import Dram, MemoryDevice, Pmem, Ssd
+from components.sim.outputs import replacing_dir
 from components.sim.params import ConfigError
 from components.sim.stats import format_rows
 from components.sim.units import TICKS_PER_NS, TICKS_PER_SECOND, UnitError, parse_size
+from workloads.cli import QuietParser, UsageError, run_main
+from workloads.options import MAX_SEED
+from workloads.preflight import INTERPRETER_BYTES, available_memory, check_outdir, format_bytes
 
+PROG = "microbench.py"
 DEVICES = {"dram": Dram, "pmem": Pmem, "ssd": Ssd, "cxl-pmem": Pmem}
 LATENCY_SAMPLES = 8
 GAP = TICKS_PER_SECOND  # between ops, so every op finds the device idle and drained
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:
-        raise ConfigError(message)
+OUTPUTS = ("results.json", "stats.txt")
+BYTES_PER_LINE = 256
+"""Peak memory per line access of the stream (the device's per-line int64 arrays and
+their sort copies): measured ~140 B (PMEM writes, 10^6 requests of 4 KiB: 2.6 GB
+peak, 1.8e7 lines), rounded up."""
 
 
 def _positive_int(text: str) -> int:
@@ -45,8 +50,53 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _count(flag: str, text: str, low: int = 1, high: int | None = None) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise UsageError(f"{flag} expects an integer, got {text!r}") from None
+    if value < low or (high is not None and value > high):
+        bounds = f"at least {low}" if high is None else f"in {low}..{high}"
+        raise UsageError(f"{flag} must be {bounds}, got {text!r}")
+    return value
+
+
+def _size(flag: str, text: str) -> int:
+    try:
+        value = parse_size(text)
+    except UnitError as exc:
+        raise UsageError(f"{flag} {text!r}: {exc}") from None
+    if value < 1:
+        raise UsageError(f"{flag} must be at least 1 byte, got {text!r}")
+    return value
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """Every value before any work: the measurement code trusts them."""
+    size, span = _size("--size", args.size), _size("--span", args.span)
+    if span < size:
+        raise UsageError(f"--span {args.span!r} is smaller than one request (--size {args.size})")
+    _count("--outstanding", args.outstanding)
+    requests = _count("--requests", args.requests)
+    _count("--seed", args.seed, 1, MAX_SEED)
+    overrides = {"controllers": args.controllers} if args.controllers is not None else {}
+    try:
+        device = DEVICES[args.device](**overrides)
+    except ConfigError as exc:
+        raise UsageError(f"--controllers {args.controllers}: {exc}") from None
+    check_outdir(args.outdir)
+    lines = requests * (size // device.access_unit + 2)
+    need = INTERPRETER_BYTES + BYTES_PER_LINE * lines
+    room = available_memory()
+    if room is not None and need > room:
+        raise UsageError(
+            f"--requests {args.requests} of --size {args.size} would need ~{format_bytes(need)}"
+            f" ({lines} line accesses), more than the {format_bytes(room)} available"
+        )
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = _Parser(description=__doc__.splitlines()[0])
+    p = QuietParser(prog=PROG, description=__doc__.splitlines()[0])
     p.add_argument("--device", required=True, choices=sorted(DEVICES))
     p.add_argument("--op", required=True, choices=("read", "write"))
     p.add_argument("--pattern", default="rand", choices=("seq", "rand"))
@@ -57,7 +107,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--span", default="1GiB", help="address range of random requests")
     p.add_argument("--seed", default="1")
     p.add_argument("--outdir", required=True)
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    check_args(args)
+    return args
 
 
 def addresses(pattern: str, count: int, size: int, span: int, rng: np.random.Generator):
@@ -102,21 +154,21 @@ def run(args: argparse.Namespace) -> dict:
     device = DEVICES[args.device](**overrides)
     hop = 2 * CxlLink().propagation_latency if args.device == "cxl-pmem" else 0
     result = measure(device, args, hop)
-    out = Path(args.outdir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
-    (out / "stats.txt").write_text(format_rows(device.stat_rows()))
+    with replacing_dir(Path(args.outdir), OUTPUTS) as staging:
+        (staging / "results.json").write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+        (staging / "stats.txt").write_text(format_rows(device.stat_rows()))
     return result
 
 
 def main(argv: list[str] | None = None) -> int:
-    try:
+    def body() -> int:
         result = run(parse_args(argv))
-    except (ConfigError, UnitError, ValueError) as exc:
-        print(f"microbench: error: {exc}", file=sys.stderr)
-        return 2
-    print(f"latency {result['latency_ns']:.1f} ns, bandwidth {result['bandwidth_gbps']:.3f} GB/s")
-    return 0
+        print(
+            f"latency {result['latency_ns']:.1f} ns, bandwidth {result['bandwidth_gbps']:.3f} GB/s"
+        )
+        return 0
+
+    return run_main(PROG, body)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ AUC ~0.75 after 300 batches); the paper's RM models learn it too slowly for a mi
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import warnings
@@ -25,14 +24,18 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from tqdm import tqdm  # noqa: E402
 
+from workloads.cli import QuietParser, UsageError, run_main  # noqa: E402
 from workloads.configure import resolve_functional  # noqa: E402
 from workloads.failures import inject  # noqa: E402
 from workloads.inputs import InputGenerator  # noqa: E402
+from workloads.job import validate  # noqa: E402
 from workloads.metrics import evaluate  # noqa: E402
-from workloads.options import RunOptions  # noqa: E402
+from workloads.options import MAX_SEED, RunOptions  # noqa: E402
+from workloads.preflight import check_memory  # noqa: E402
 from workloads.recording import simulate  # noqa: E402
 from workloads.training import DEFAULT_LR, EVAL_BATCH_OFFSET  # noqa: E402
 
+PROG = "failure_accuracy.py"
 GAPS = (0, 1, 10, 100, 1000, 10000)
 
 
@@ -42,8 +45,8 @@ def scores(options: RunOptions, model) -> dict[str, float]:
     return evaluate(model, held_out)
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse_args(argv: list[str]):
+    parser = QuietParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument("--batches", type=int, default=300)
     parser.add_argument("--model", default="dlrm_kaggle")
     parser.add_argument("--rows", type=int, default=200)
@@ -51,6 +54,24 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--failures", type=int, default=2)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
+    for flag, value in (
+        ("--batches", args.batches),
+        ("--rows", args.rows),
+        ("--batch-size", args.batch_size),
+        ("--failures", args.failures),
+    ):
+        if value < 1:
+            raise UsageError(f"{flag} must be at least 1, got {value}")
+    if not 0 <= args.seed <= MAX_SEED:
+        raise UsageError(f"--seed must be in 0..{MAX_SEED}, got {args.seed}")
+    return args
+
+
+def main(argv: list[str]) -> int:
+    return run_main(PROG, lambda: report(parse_args(argv)))
+
+
+def report(args) -> int:
     warnings.simplefilter("ignore", RuntimeWarning)
     base = dict(
         model=args.model,
@@ -59,6 +80,10 @@ def main(argv: list[str]) -> int:
         batches=args.batches,
         seed=args.seed,
     )
+    # the largest run here: a failure run holding its recorded stretches
+    worst = RunOptions(system="cxl", fail_at=["0"], progress=False, **base)
+    validate(worst, writes_outdir=False)
+    check_memory(worst)
     clean = simulate(RunOptions(system="cxl", progress=False, **base), lr=DEFAULT_LR)
     ref = scores(RunOptions(**base), clean.model)
     print(f"failure-free: log loss {ref['log_loss']:.6f}, AUC {ref['auc']:.6f}")

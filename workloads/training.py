@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from workloads.dlrm import DLRM
+from workloads.dlrm import DLRM, Grads
 from workloads.inputs import Batch, InputGenerator
 from workloads.metrics import evaluate
 from workloads.models import ModelSpec
@@ -22,13 +22,20 @@ EVAL_BATCH_OFFSET = 1_000_000  # held-out batches come from indices no run train
 DEFAULT_LR = 0.01  # SGD at dlrm's 0.1 diverges on the paper's 8192-16384-wide bottom MLPs
 
 
+class TrainingDiverged(ArithmeticError):
+    """A functional run whose loss or gradients stopped being finite numbers."""
+
+
 @dataclass
 class FunctionalTrainer:
-    """Trains a DLRM batch by batch, strictly or with the relaxed lookup."""
+    """Trains a DLRM batch by batch, strictly or with the relaxed lookup. A batch whose
+    loss or gradients are not finite stops training before it changes the model
+    (``TrainingDiverged``): a NaN never reaches the results or a checkpoint."""
 
     model: DLRM
     relaxed: bool = False
     losses: list[float] = field(default_factory=list)
+    first_batch: int = 0  # the index of the first batch this trainer steps (for messages)
     _pending: tuple[Batch, np.ndarray, np.ndarray] | None = None
 
     @classmethod
@@ -54,6 +61,7 @@ class FunctionalTrainer:
             self.flush()
             pooled = model.lookup(batch)
         loss, grads = model.forward_backward(batch, pooled)
+        self._check_finite(loss, grads)
         rows, values = model.embedding_update(batch, grads.bags)
         model.apply_mlp(grads)
         self._pending = (batch, rows, values)
@@ -61,6 +69,20 @@ class FunctionalTrainer:
             self.flush()
         self.losses.append(loss)
         return loss
+
+    def _check_finite(self, loss: float, grads: Grads) -> None:
+        what = None
+        if not np.isfinite(loss):
+            what = f"the loss is {loss}"
+        elif not np.isfinite(grads.bags).all():
+            what = "the embedding gradients are not finite"
+        elif not all(np.isfinite(w).all() and np.isfinite(b).all() for w, b in grads.mlp):
+            what = "the MLP gradients are not finite"
+        if what is not None:
+            raise TrainingDiverged(
+                f"functional training diverged at batch {self.first_batch + len(self.losses)} "
+                f"of {self.model.spec.name} (lr {self.model.lr:g}): {what}"
+            )
 
     def flush(self) -> None:
         """Apply the last batch's embedding update (at the end of a strict step or a run)."""

@@ -26,12 +26,14 @@ class Pmem(MemoryDevice):
     """PMEM modules, one per controller, interleaved; see the module docstring."""
 
     controllers = Int(
-        4, "memory controllers / PMEM modules", "TrainingCXL CXL-MEM prototype", low=1
-    )
+        4, "memory controllers / PMEM modules", "TrainingCXL CXL-MEM prototype", low=1, high=1024
+    )  # high: state per controller; 1024 is far past any device (12 channels a socket)
     interleave = MemorySize(
         "4KiB", "interleave granularity across modules", f"{_IZ} (4 KB across DIMMs)"
     )
-    access_unit = MemorySize("256B", "XPLine: internal media access unit", _YANG, check=positive)
+    access_unit = MemorySize(
+        "256B", "XPLine: internal media access unit", _YANG, check=positive, low="32B"
+    )
     buffer_lines = Int(
         64, "XPBuffer lines per module (16 KiB / 256 B)", f"{_YANG}; VANS MICRO'20", low=0
     )

@@ -20,9 +20,11 @@ class Ssd(MemoryDevice):
     """Page-granular flash: every request touches whole 4 KiB pages (a 128 B row costs
     a page) and a partial-page write is a read-modify-write of its page."""
 
-    controllers = Int(1, "NVMe devices (one controller each)", "the paper's SSD config", low=1)
+    controllers = Int(
+        1, "NVMe devices (one controller each)", "the paper's SSD config", low=1, high=1024
+    )  # high: state per controller; 1024 is far past any array of NVMe drives
     interleave = MemorySize("4KiB", "interleave across devices", "one page", check=positive)
-    access_unit = MemorySize("4KiB", "flash page (logical block)", _I750, check=positive)
+    access_unit = MemorySize("4KiB", "flash page (logical block)", _I750, check=positive, low="32B")
     buffer_lines = Int(0, "device page buffer (not modelled)", "model choice", low=0)
     read_latency = Latency(
         "16.5us", "idle page read latency (165x DRAM)", f"{_TABLE2}; {_I750}: ~20 us"
