@@ -20,17 +20,21 @@ try:
 except ImportError:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import numpy as np
+from workloads.startup import quiet_interrupts  # noqa: E402
 
-from components.interconnect.cxl import CxlLink
-from components.memory import Dram, MemoryDevice, Pmem, Ssd
-from components.sim.outputs import replacing_dir
-from components.sim.params import ConfigError
-from components.sim.stats import format_rows
-from components.sim.units import TICKS_PER_NS, TICKS_PER_SECOND, UnitError, parse_size
-from workloads.cli import QuietParser, UsageError, run_main
-from workloads.options import MAX_SEED
-from workloads.preflight import INTERPRETER_BYTES, available_memory, check_outdir, format_bytes
+quiet_interrupts("microbench.py")
+
+import numpy as np  # noqa: E402
+
+from components.interconnect.cxl import CxlLink  # noqa: E402
+from components.memory import Dram, MemoryDevice, Pmem, Ssd  # noqa: E402
+from components.sim.outputs import replacing_dir  # noqa: E402
+from components.sim.params import ConfigError  # noqa: E402
+from components.sim.stats import format_rows  # noqa: E402
+from components.sim.units import TICKS_PER_NS, TICKS_PER_SECOND, UnitError, parse_size  # noqa: E402
+from workloads.cli import QuietParser, UsageError, run_main  # noqa: E402
+from workloads.options import MAX_SEED  # noqa: E402
+from workloads.preflight import INTERPRETER_BYTES, available_memory, check_outdir, format_bytes  # noqa: E402
 
 PROG = "microbench.py"
 DEVICES = {"dram": Dram, "pmem": Pmem, "ssd": Ssd, "cxl-pmem": Pmem}

@@ -18,6 +18,10 @@ for path in (os.path.dirname(HERE), HERE):
     if path not in sys.path:
         sys.path.insert(0, path)
 
+from workloads.startup import quiet_interrupts  # noqa: E402
+
+quiet_interrupts("collect.py")
+
 from sweeplib.cli import add_collect_options, collect_command  # noqa: E402
 
 from workloads.cli import QuietParser, run_main  # noqa: E402

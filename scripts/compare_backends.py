@@ -23,6 +23,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+from workloads.startup import quiet_interrupts  # noqa: E402
+
+quiet_interrupts("compare_backends.py")
+
 from workloads.cli import QuietParser, UsageError, die_with_parent, run_main  # noqa: E402
 from workloads.options import add_run_options, options_from_args  # noqa: E402
 

@@ -17,6 +17,10 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from workloads.startup import quiet_interrupts  # noqa: E402
+
+quiet_interrupts("crashcheck.py")
+
 from workloads.cli import QuietParser, UsageError, run_main  # noqa: E402
 from workloads.crashcheck import crashcheck  # noqa: E402
 from workloads.job import validate  # noqa: E402

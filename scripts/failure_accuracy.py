@@ -22,6 +22,10 @@ import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from workloads.startup import quiet_interrupts  # noqa: E402
+
+quiet_interrupts("failure_accuracy.py")
+
 from tqdm import tqdm  # noqa: E402
 
 from workloads.cli import QuietParser, UsageError, run_main  # noqa: E402

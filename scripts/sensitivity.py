@@ -16,6 +16,10 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from workloads.startup import quiet_interrupts  # noqa: E402
+
+quiet_interrupts("sensitivity.py")
+
 from reproduce_paper import PAPER, headline  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 

@@ -15,6 +15,7 @@ import signal
 import sys
 from collections.abc import Callable
 
+from components import gem5
 from components.persistence.image import CorruptImage
 from components.sim.params import ConfigError
 from components.sim.units import UnitError
@@ -68,6 +69,9 @@ def run_main(prog: str, main: Callable[[], int]) -> int:
     before the line is printed, so an interrupted run leaves no partial outputs.
     """
     previous = _install(signal.SIGTERM, _terminate)
+    # Ctrl-C raises KeyboardInterrupt, so cleanup runs (workloads.startup set it to exit
+    # at once while importing); under gem5.opt, gem5's own handler stays
+    early = None if gem5.available() else _install(signal.SIGINT, signal.default_int_handler)
     try:
         return main()
     except INPUT_ERRORS as exc:
@@ -82,6 +86,8 @@ def run_main(prog: str, main: Callable[[], int]) -> int:
         return _stop(prog, "terminated", EXIT_TERMINATED)
     finally:
         _install(signal.SIGTERM, previous)
+        if early is not None:
+            _install(signal.SIGINT, early)
 
 
 def _fail(prog: str, message: object, status: int) -> int:
