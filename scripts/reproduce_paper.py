@@ -20,18 +20,10 @@ from workloads.startup import quiet_interrupts  # noqa: E402
 
 quiet_interrupts("reproduce_paper.py")
 
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 from components.sim.outputs import replacing_dir  # noqa: E402
-from components.sim.plots import (  # noqa: E402
-    draw_timeline,
-    legend_handles,
-    plot_bars,
-    plot_breakdown,
-    read_timeline,
-)
 from workloads.cli import QuietParser, UsageError, run_main  # noqa: E402
 from workloads.job import run_job, validate  # noqa: E402
 from workloads.options import MAX_SEED, RunOptions  # noqa: E402
@@ -118,6 +110,16 @@ def report(results, models, batches) -> str:
 
 
 def plot_all(results, models, outdir: Path) -> None:
+    import matplotlib.pyplot as plt  # here: bad options are refused before matplotlib loads
+
+    from components.sim.plots import (
+        draw_timeline,
+        legend_handles,
+        plot_bars,
+        plot_breakdown,
+        read_timeline,
+    )
+
     keys = [(s, m) for m in models for s in SYSTEMS]
     plot_breakdown(
         [results[k] for k in keys],
