@@ -39,6 +39,10 @@ INPUT_ERRORS: tuple[type[Exception], ...] = (
 counts: its options, e.g. a --set, made it unstable)."""
 
 EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 2, 130, 143
+OVERFLOW = (
+    "the run outgrew the simulator's 64-bit tick clock: --set values that together "
+    "describe hardware far slower than any modelled (bandwidth x efficiency x lanes)"
+)
 
 
 class Terminated(BaseException):
@@ -78,6 +82,8 @@ def run_main(prog: str, main: Callable[[], int]) -> int:
         return _fail(prog, exc, EXIT_USAGE)
     except OSError as exc:
         return _fail(prog, os_error_text(exc), EXIT_USAGE)
+    except OverflowError as exc:  # each parameter is bounded; their product may not be
+        return _fail(prog, f"{OVERFLOW}: {exc}", EXIT_USAGE)
     except MemoryError:
         return _fail(prog, "out of memory", 1)
     except KeyboardInterrupt:

@@ -83,20 +83,30 @@ def estimate_memory(options: RunOptions, crash_states: bool = False) -> MemoryEs
     if not (options.functional or recording):
         return MemoryEstimate(parts)
     spec = functional_spec(options)
-    table = spec.table_bytes
-    mlp = spec.mlp_param_bytes
+    table, mlp = spec.table_bytes, spec.mlp_param_bytes
+    largest = max(spec.rows_per_table) * spec.row_bytes
+    rows = min(spec.total_rows, lookups)  # rows one batch can update
     widths = sum(spec.bottom_mlp) + sum(spec.top_widths) + spec.interaction_features**2
-    parts["embedding tables"] = table + table // 4  # + the init's per-table temporaries
-    parts["MLP weights, gradients, optimizer state"] = 4 * mlp
-    parts["activations"] = 4 * batch * widths * FLOAT_BYTES
+    # the table, plus the init's two temporaries of one table
+    parts["embedding tables"] = table + 2 * largest
+    # weights, gradients, optimizer state and the update's temporary (lr * grad): one
+    # model when training plainly (measured RM1 at 1000 rows: 4x its 68 MB of MLPs);
+    # the reference, the resumed stretch and the image-formatting copies when recording
+    parts["MLP weights, gradients, optimizer state"] = (12 if recording else 4) * mlp
+    parts["activations and updated rows"] = 4 * FLOAT_BYTES * batch * widths
+    parts["activations and updated rows"] += 4 * rows * spec.row_bytes
     if recording:
-        rows = min(spec.total_rows, lookups)
-        update = rows * (8 + 2 * spec.row_bytes)
-        image = table + 2 * rows * (8 + spec.row_bytes) + 3 * mlp
-        parts["embedding tables"] += 4 * table  # reference, image, recovered and resumed
+        update = rows * (8 + 2 * spec.row_bytes)  # row ids, old and new values
+        image = table + 2 * rows * (8 + spec.row_bytes) + 3 * mlp  # layout of image.py
+        parts["embedding tables"] += 5 * table  # reference, image, recovered, resumed
         parts["PMEM image"] = image
-        parts["recorded MLP states"] = 2 * (options.batches + 1) * mlp
-        parts["recorded row updates"] = 3 * options.batches * update
+        # per batch of the reference run and of a resumed stretch: the MLPs after the
+        # batch (RecordingDLRM.mlp_states) and the MLP log written into the journal;
+        # measured 2.5 GB for RM1 (68 MB of MLPs), 8 batches, one failure (est. 3.6 GB)
+        parts["recorded MLP states and logs"] = 4 * (options.batches + 1) * mlp
+        # the update, its journal entries (log and in place), in both stretches;
+        # measured 66 MB for RMC1, 10k rows, batch 8, 8 batches (est. 86 MB)
+        parts["recorded row updates"] = 8 * options.batches * update
     if crash_states:
         parts["reference table per batch"] = (options.batches + 1) * table
         parts["crash-state images"] = 2 * image

@@ -331,7 +331,8 @@ class MemoryDevice(SimObject):
         self._pending_lines, self._pending_done = lines[last], dones[last]
         ends = np.zeros(self.controllers, dtype=np.int64)
         np.maximum.at(ends, ctrl, done)
-        self._drain_end = np.maximum(self._drain_end, ends)
+        n = self.controllers  # fewer than at construction after a --set (arrays only grow)
+        self._drain_end[:n] = np.maximum(self._drain_end[:n], ends)
 
 
 def _grown(values: np.ndarray, size: int) -> np.ndarray:

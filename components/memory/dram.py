@@ -48,7 +48,7 @@ class Dram(MemoryDevice):
     )
     write_energy = Energy("130pJ", "dynamic energy per media byte written", "as read_energy")
     module_capacity = MemorySize(
-        "16GiB", "capacity of one DIMM", "the paper's host: 4 x 16 GB DDR4 DIMMs"
+        "16GiB", "capacity of one DIMM", "the paper's host: 4 x 16 GB DDR4 DIMMs", check=positive
     )
     module_idle_power = Power(
         "1W",

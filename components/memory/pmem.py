@@ -73,7 +73,10 @@ class Pmem(MemoryDevice):
         "4.8nJ", "dynamic energy per media byte written", "estimate: (15 W - 4 W) / 2.3 GB/s"
     )
     module_capacity = MemorySize(
-        "128GiB", "capacity of one PMEM module", "Intel Optane PMem 100: 128/256/512 GB modules"
+        "128GiB",
+        "capacity of one PMEM module",
+        "Intel Optane PMem 100: 128/256/512 GB modules",
+        check=positive,
     )
     module_idle_power = Power(
         "4W", "idle power of one module", "estimate: ~4 W idle per Optane module (PMem 100 brief)"

@@ -47,7 +47,7 @@ class Ssd(MemoryDevice):
     write_energy = Energy(
         "20nJ", "dynamic energy per page byte written", "estimate: (22 W - 4 W) / 0.9 GB/s"
     )
-    module_capacity = MemorySize("800GB", "capacity of one SSD", _I750)
+    module_capacity = MemorySize("800GB", "capacity of one SSD", _I750, check=positive)
     module_idle_power = Power("4W", "idle power of one SSD", f"{_I750}: ~4 W idle")
 
 

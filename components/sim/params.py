@@ -67,9 +67,9 @@ class Param:
 
     def _outside_physical(self, value) -> str | None:
         low, high = self.physical
-        if low is not None and value < self.parse(low):
+        if low is not None and value < type(self).parse(_Unbounded, low):
             return f"must be at least {low} (see {type(self).__name__}.physical)"
-        if high is not None and value > self.parse(high):
+        if high is not None and value > type(self).parse(_Unbounded, high):
             return f"must be at most {high} (see {type(self).__name__}.physical)"
         return None
 
@@ -107,6 +107,10 @@ class Bandwidth(Param):
 
 class MemorySize(Param):
     kind, unit = "size", "B"
+    physical = (None, "1024TiB")
+    """Sizes are of memories, buffers, flits and bursts: the largest the model holds is
+    a preset's tables (MLPerf DLRM: ~100 GB); a pebibyte is four orders beyond it and
+    keeps byte counts times the model's other factors inside int64."""
 
     def __init__(
         self, default, desc, source="", *, low: str | None = None, high: str | None = None, **kw
@@ -160,6 +164,10 @@ class ComputeRate(Param):
 
 class Int(Param):
     kind = "integer"
+    physical = (None, "1000000000")
+    """Integer parameters count hardware (controllers, lanes, queue entries, cores) or
+    batches; a billion of anything is beyond every machine modelled, parses exactly,
+    and keeps products with other counts inside int64 (a declaration may bound lower)."""
 
     def __init__(
         self,
@@ -239,6 +247,12 @@ class Enum(Param):
         if text not in self.choices:
             raise ValueError(f"expected one of {', '.join(self.choices)}")
         return text
+
+
+class _Unbounded:
+    """Stands in for a declaration when parsing a physical bound: no declared bounds."""
+
+    low = high = None
 
 
 def _bounds(value, low, high) -> None:
