@@ -258,6 +258,36 @@ def test_ctrl_c_is_one_line_and_leaves_the_previous_outputs(
     assert no_staging_left(tmp_path)
 
 
+LONG_RUNS = [
+    ("crashcheck", ["--model", "rmc1", "--rows", "64", "--batch-size", "8", "--batches", "4"]),
+    ("failure_accuracy", ["--batches", "300"]),
+    ("sensitivity", ["--outdir", "{new}"]),
+    ("reproduce_paper", ["--outdir", "{new}"]),
+    ("compare_backends", ["--batches", "50"]),
+    ("microbench", ["--device", "ssd", "--op", "write", "--requests", "3000000"]
+     + ["--size", "4KiB", "--outdir", "{new}"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("script", "args"), LONG_RUNS, ids=[s for s, _ in LONG_RUNS])
+def test_every_long_run_stops_on_ctrl_c_with_one_line(tmp_path, places, script, args):
+    proc = subprocess.Popen(
+        [sys.executable, str(SCRIPTS[script]), *[a.format(**places) for a in args]],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "GEM5": ""},
+    )
+    time.sleep(3)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    lines = [line for line in err.splitlines() if "\r" not in line]  # progress bars
+    assert proc.returncode == 130, err[-2000:]
+    assert lines[-1:] == [f"{script}.py: interrupted"] and "Traceback" not in err
+    assert not (tmp_path / "new").exists() and no_staging_left(tmp_path)
+
+
 def test_sigterm_is_one_line_exit_143(tmp_path):
     proc = subprocess.Popen(
         [sys.executable, str(SCRIPTS["trainingcxl"]), *GOOD, "--batches", "100000"]

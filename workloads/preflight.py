@@ -227,9 +227,9 @@ CRASH_STATES_PER_UPDATED_ROW = 4
 """Persist events per row a batch updates: measured 3.6 on RMC1, 64 rows, batch 8 on
 CXL (7375 states for 4 batches of 512 updated rows); each row is logged, written in
 place and flagged."""
-SECONDS_PER_STATE = 0.005
-"""Recovery and oracle of one tiny crash state: measured 4.8 ms (210 states/s,
-bench_crashcheck.py)."""
+SECONDS_PER_STATE = 0.0006
+"""Recovery and oracle of one small crash state: bench_crashcheck.py measures 1749-1856
+states/s on one idle core (docs/failures.md); a loaded machine is slower."""
 STATE_BYTES_PER_SECOND = 2e9
 """Each state copies its image and compares the recovered table: ~3 passes over the
 image at memcpy speed (~6 GB/s on one core)."""
@@ -260,9 +260,9 @@ def check_crashcheck(options: RunOptions, sample: int) -> None:
     if seconds > CRASHCHECK_BUDGET_S:
         image = format_bytes(image_layout(options).size)
         hint = "a smaller --sample" if sample else "--sample K (e.g. 1000)"
-        rows = options.rows or FUNCTIONAL_DEFAULT_ROWS
+        rows = "" if options.rows else f" (default --rows {FUNCTIONAL_DEFAULT_ROWS})"
         raise UsageError(
-            f"{_drivers(options)} (rows per table {rows}): about {states} crash states of a "
+            f"{_drivers(options)}{rows}: about {states} crash states of a "
             f"{image} image, ~{format_duration(seconds)}; use {hint}, or fewer "
             "--rows, --batches or --batch-size"
         )
