@@ -37,7 +37,7 @@ from workloads.metrics import evaluate  # noqa: E402
 from workloads.options import MAX_SEED, RunOptions  # noqa: E402
 from workloads.preflight import check_memory  # noqa: E402
 from workloads.recording import simulate  # noqa: E402
-from workloads.training import DEFAULT_LR, EVAL_BATCH_OFFSET  # noqa: E402
+from workloads.training import EVAL_BATCH_OFFSET, default_lr  # noqa: E402
 
 PROG = "failure_accuracy.py"
 GAPS = (0, 1, 10, 100, 1000, 10000)
@@ -88,7 +88,8 @@ def report(args) -> int:
     worst = RunOptions(system="cxl", fail_at=["0"], progress=False, **base)
     validate(worst, writes_outdir=False)
     check_memory(worst)
-    clean = simulate(RunOptions(system="cxl", progress=False, **base), lr=DEFAULT_LR)
+    lr = default_lr(resolve_functional(worst)[0])  # the preset's (RMC2 diverges at 0.01)
+    clean = simulate(RunOptions(system="cxl", progress=False, **base), lr=lr)
     ref = scores(RunOptions(**base), clean.model)
     print(f"failure-free: log loss {ref['log_loss']:.6f}, AUC {ref['auc']:.6f}")
     print("| gap (batches) | MLP age at recovery | log loss | AUC | loss change % |")
@@ -99,7 +100,7 @@ def report(args) -> int:
     for gap in tqdm(GAPS, desc="MLP-log gaps", file=sys.stderr, leave=False):
         system, sets = ("cxl-b", []) if gap == 0 else ("cxl", [("board.mlp_log_gap", str(gap))])
         options = RunOptions(system=system, sets=sets, fail_at=fail_at, progress=False, **base)
-        results, last = inject(options, DEFAULT_LR)
+        results, last = inject(options, lr)
         got = scores(options, last.model)
         ages = [e["resume_batch"] - e["mlp_batch"] for e in results]
         change = 100 * (got["log_loss"] - ref["log_loss"]) / ref["log_loss"]

@@ -20,11 +20,14 @@ from workloads.preflight import (
 from workloads.recording import build_journal, initial_image, simulate
 
 ROOT = Path(__file__).resolve().parents[1]
-PEAK = (
-    "import resource, sys\n"
+PEAK = (  # VmHWM: this process's own peak (ru_maxrss would carry a fork's parent's)
+    "import sys\n"
+    "def _peak():\n"
+    "    status = open('/proc/self/status').read()\n"
+    "    return int(status.split('VmHWM:')[1].split()[0]) * 1024\n"
     "from workloads.job import run_from_command_line\n"
     "status = run_from_command_line(sys.argv[1:], 'trainingcxl.py')\n"
-    "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)\n"
+    "print(_peak())\n"
     "sys.exit(status)\n"
 )
 SMALL = ["--model", "rmc1", "--batch-size", "8"]

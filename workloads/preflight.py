@@ -2,8 +2,8 @@
 
 The memory estimate adds up the large arrays a run holds, each sized from the options
 (batch size, rows, the model's shape, batches, failure recording). Per-item costs of
-the timing model are measured (benchmarks/bench_memory.py prints the estimate next to
-the measured peak; tests/test_bad_input.py checks that it bounds the peak). A run whose
+the timing model are measured (benchmarks/bench_preflight.py prints the estimate next
+to the measured peak; tests/test_preflight.py checks that it bounds the peak). A run whose
 estimate exceeds what the machine has available is refused with the estimate, instead
 of running until numpy fails.
 """
@@ -23,7 +23,7 @@ MEMORY_LIMIT_ENV = "TRAININGCXL_MEMORY_LIMIT"
 
 INTERPRETER_BYTES = 64 * 2**20
 """Python, numpy, SimPy and the simulator's modules: measured 45 MB peak for a
-3-batch RM3 run, whose batches are small (bench_memory.py)."""
+3-batch RM3 run, whose batches are small (bench_preflight.py)."""
 BYTES_PER_LOOKUP = 200
 """Inputs and memory timing of one batch in flight, per embedding lookup: measured
 157 B (peak of RM1 vs RM2 at batch size 128, and RM1 at 1024), plus a margin."""
