@@ -24,6 +24,10 @@ def _find_packages() -> None:
 
 _find_packages()
 
+from workloads.startup import quiet_interrupts  # noqa: E402
+
+quiet_interrupts("trainingcxl.py")
+
 from workloads.job import run_from_command_line  # noqa: E402
 
 if __name__ in ("__main__", "__m5_main__"):

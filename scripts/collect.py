@@ -19,24 +19,27 @@ for path in (os.path.dirname(HERE), HERE):
     if path not in sys.path:
         sys.path.insert(0, path)
 
+from workloads.startup import quiet_interrupts  # noqa: E402
+
+quiet_interrupts("collect.py")
+
 from sweeplib.cli import add_collect_options, collect_command  # noqa: E402
 
-from workloads.options import QuietParser, UsageError  # noqa: E402
+from workloads.cli import QuietParser, run_main  # noqa: E402
+
+PROG = "collect.py"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = QuietParser(prog="collect.py", description=__doc__.splitlines()[0])
+    parser = QuietParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument("outroot", help="the sweep's outroot directory")
     add_collect_options(parser)
-    try:
+
+    def body() -> int:
         args = parser.parse_args(argv)
         return collect_command(args, args.outroot)
-    except UsageError as exc:
-        print(f"collect.py: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("collect.py: interrupted; no table written", file=sys.stderr)
-        return 130
+
+    return run_main(PROG, body)
 
 
 if __name__ == "__main__":

@@ -17,36 +17,44 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from components.sim.params import ConfigError  # noqa: E402
-from components.sim.units import UnitError  # noqa: E402
-from workloads.crashcheck import crashcheck  # noqa: E402
-from workloads.models import ModelSpecError, UnknownModelError  # noqa: E402
-from workloads.options import QuietParser, UsageError, add_run_options, options_from_args  # noqa: E402
+from workloads.startup import quiet_interrupts  # noqa: E402
 
-ERRORS = (ConfigError, UnitError, UsageError, UnknownModelError, ModelSpecError, ValueError)
+quiet_interrupts("crashcheck.py")
+
+from workloads.cli import QuietParser, UsageError, run_main  # noqa: E402
+from workloads.crashcheck import crashcheck  # noqa: E402
+from workloads.job import validate  # noqa: E402
+from workloads.options import add_run_options, options_from_args  # noqa: E402
+from workloads.preflight import check_crashcheck  # noqa: E402
+
+PROG = "crashcheck.py"
+UNUSED = ("--outdir", "--functional", "--fail-at", "--fail-random", "--pmem-image")
+UNUSED += ("--halt-on-failure", "--plot")  # a crash check writes no outputs, cuts every state
 
 
 def main(argv: list[str]) -> int:
-    parser = QuietParser(prog="crashcheck.py", description=__doc__.splitlines()[0])
-    add_run_options(parser)
+    parser = QuietParser(prog=PROG, description=__doc__.splitlines()[0])
+    add_run_options(parser, exclude=UNUSED)
     parser.add_argument("--sample", type=int, default=0, help="check K random crash states")
-    try:
+
+    def body() -> int:
         args = parser.parse_args(argv)
         if args.sample < 0:
             raise UsageError(f"--sample must not be negative, got {args.sample}")
         options = options_from_args(args)
-        options.progress = False
+        validate(options, writes_outdir=False)
+        check_crashcheck(options, args.sample)
         report = crashcheck(options, args.sample)
-    except ERRORS as exc:
-        print(f"crashcheck.py: error: {exc}", file=sys.stderr)
-        return 2
-    for violation in report.violations:
-        print(
-            f"violation at tick {violation['tick']} in {violation['regions']}: {violation['why']}"
-        )
-    print(f"{options.system}: {report.states} crash states, {report.verdicts}", file=sys.stderr)
-    print(json.dumps(report.summary()))
-    return 1 if report.violations else 0
+        for violation in report.violations:
+            print(
+                f"violation at tick {violation['tick']} in {violation['regions']}: "
+                f"{violation['why']}"
+            )
+        print(f"{options.system}: {report.states} crash states, {report.verdicts}", file=sys.stderr)
+        print(json.dumps(report.summary()))
+        return 1 if report.violations else 0
+
+    return run_main(PROG, body)
 
 
 if __name__ == "__main__":

@@ -16,23 +16,30 @@ AUC ~0.75 after 300 batches); the paper's RM models learn it too slowly for a mi
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from workloads.startup import quiet_interrupts  # noqa: E402
+
+quiet_interrupts("failure_accuracy.py")
+
 from tqdm import tqdm  # noqa: E402
 
+from workloads.cli import QuietParser, UsageError, run_main  # noqa: E402
 from workloads.configure import resolve_functional  # noqa: E402
 from workloads.failures import inject  # noqa: E402
 from workloads.inputs import InputGenerator  # noqa: E402
+from workloads.job import validate  # noqa: E402
 from workloads.metrics import evaluate  # noqa: E402
-from workloads.options import RunOptions  # noqa: E402
+from workloads.options import MAX_SEED, RunOptions  # noqa: E402
+from workloads.preflight import check_memory  # noqa: E402
 from workloads.recording import simulate  # noqa: E402
-from workloads.training import DEFAULT_LR, EVAL_BATCH_OFFSET  # noqa: E402
+from workloads.training import EVAL_BATCH_OFFSET, default_lr  # noqa: E402
 
+PROG = "failure_accuracy.py"
 GAPS = (0, 1, 10, 100, 1000, 10000)
 
 
@@ -42,8 +49,8 @@ def scores(options: RunOptions, model) -> dict[str, float]:
     return evaluate(model, held_out)
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse_args(argv: list[str]):
+    parser = QuietParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument("--batches", type=int, default=300)
     parser.add_argument("--model", default="dlrm_kaggle")
     parser.add_argument("--rows", type=int, default=200)
@@ -51,6 +58,24 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--failures", type=int, default=2)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
+    for flag, value in (
+        ("--batches", args.batches),
+        ("--rows", args.rows),
+        ("--batch-size", args.batch_size),
+        ("--failures", args.failures),
+    ):
+        if value < 1:
+            raise UsageError(f"{flag} must be at least 1, got {value}")
+    if not 0 <= args.seed <= MAX_SEED:
+        raise UsageError(f"--seed must be in 0..{MAX_SEED}, got {args.seed}")
+    return args
+
+
+def main(argv: list[str]) -> int:
+    return run_main(PROG, lambda: report(parse_args(argv)))
+
+
+def report(args) -> int:
     warnings.simplefilter("ignore", RuntimeWarning)
     base = dict(
         model=args.model,
@@ -59,7 +84,12 @@ def main(argv: list[str]) -> int:
         batches=args.batches,
         seed=args.seed,
     )
-    clean = simulate(RunOptions(system="cxl", progress=False, **base), lr=DEFAULT_LR)
+    # the largest run here: a failure run holding its recorded stretches
+    worst = RunOptions(system="cxl", fail_at=["0"], progress=False, **base)
+    validate(worst, writes_outdir=False)
+    check_memory(worst)
+    lr = default_lr(resolve_functional(worst)[0])  # the preset's (RMC2 diverges at 0.01)
+    clean = simulate(RunOptions(system="cxl", progress=False, **base), lr=lr)
     ref = scores(RunOptions(**base), clean.model)
     print(f"failure-free: log loss {ref['log_loss']:.6f}, AUC {ref['auc']:.6f}")
     print("| gap (batches) | MLP age at recovery | log loss | AUC | loss change % |")
@@ -70,7 +100,7 @@ def main(argv: list[str]) -> int:
     for gap in tqdm(GAPS, desc="MLP-log gaps", file=sys.stderr, leave=False):
         system, sets = ("cxl-b", []) if gap == 0 else ("cxl", [("board.mlp_log_gap", str(gap))])
         options = RunOptions(system=system, sets=sets, fail_at=fail_at, progress=False, **base)
-        results, last = inject(options, DEFAULT_LR)
+        results, last = inject(options, lr)
         got = scores(options, last.model)
         ages = [e["resume_batch"] - e["mlp_batch"] for e in results]
         change = 100 * (got["log_loss"] - ref["log_loss"]) / ref["log_loss"]

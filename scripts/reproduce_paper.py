@@ -10,27 +10,24 @@ run's own outdir.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import matplotlib.pyplot as plt  # noqa: E402
+from workloads.startup import quiet_interrupts  # noqa: E402
+
+quiet_interrupts("reproduce_paper.py")
+
 import numpy as np  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-from components.sim.outputs import write_atomic  # noqa: E402
-from components.sim.plots import (  # noqa: E402
-    draw_timeline,
-    legend_handles,
-    plot_bars,
-    plot_breakdown,
-    read_timeline,
-)
-from workloads.job import BREAKDOWN, INPUT_ERRORS, run_job  # noqa: E402
-from workloads.options import RunOptions  # noqa: E402
+from components.sim.outputs import replacing_dir  # noqa: E402
+from workloads.cli import QuietParser, UsageError, run_main  # noqa: E402
+from workloads.job import BREAKDOWN, run_job, validate  # noqa: E402
+from workloads.options import MAX_SEED, RunOptions  # noqa: E402
+from workloads.preflight import check_memory, check_outdir  # noqa: E402
 
 SYSTEMS = ("ssd", "pmem", "pcie", "cxl-d", "cxl-b", "cxl", "dram")
 PAPER = {
@@ -112,6 +109,16 @@ def report(results, models, batches) -> str:
 
 
 def plot_all(results, models, outdir: Path) -> None:
+    import matplotlib.pyplot as plt  # here: bad options are refused before matplotlib loads
+
+    from components.sim.plots import (
+        draw_timeline,
+        legend_handles,
+        plot_bars,
+        plot_breakdown,
+        read_timeline,
+    )
+
     keys = [(s, m) for m in models for s in SYSTEMS]
     plot_breakdown(
         [results[k] for k in keys],
@@ -140,38 +147,58 @@ def plot_all(results, models, outdir: Path) -> None:
         plt.close(fig)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def owned(name: str) -> bool:
+    """Entries of a previous reproduction in the outdir (replaced as one set)."""
+    return name == "REPORT.md" or name.endswith(".png") or name.startswith(SYSTEMS_PREFIXES)
+
+
+SYSTEMS_PREFIXES = tuple(f"{s}-" for s in SYSTEMS)
+
+
+def parse_args(argv: list[str] | None):
+    parser = QuietParser(prog="reproduce_paper.py", description=__doc__.splitlines()[0])
     parser.add_argument("--outdir", default="repro")
     parser.add_argument("--batches", type=int, default=4)
     parser.add_argument("--models", default="rm1,rm2,rm3,rm4")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
-    models = [m.strip() for m in args.models.split(",") if m.strip()]
-    outdir = Path(args.outdir)
+    args.models = [m.strip() for m in args.models.split(",") if m.strip()]
+    if not args.models:
+        raise UsageError("--models names no model (e.g. --models rm1,rm3)")
+    if args.batches < 2:
+        raise UsageError(
+            f"--batches must be at least 2 (batch 0 is warm-up, excluded), got {args.batches}"
+        )
+    if not 0 <= args.seed <= MAX_SEED:
+        raise UsageError(f"--seed must be in 0..{MAX_SEED}, got {args.seed}")
+    check_outdir(args.outdir)
+    return args
+
+
+def reproduce(args) -> int:
+    models, outdir = args.models, Path(args.outdir)
+    runs = [
+        RunOptions(system=s, model=m, batches=args.batches, seed=args.seed, progress=False)
+        for m in models
+        for s in SYSTEMS
+    ]
+    for options in runs:
+        validate(options, writes_outdir=False)
+        check_memory(options)
     results = {}
-    try:
-        for m in models:
-            RunOptions(model=m)
-        for m, s in tqdm(
-            [(m, s) for m in models for s in SYSTEMS], desc="reproduce", unit="run", file=sys.stderr
-        ):
-            options = RunOptions(
-                system=s,
-                model=m,
-                batches=args.batches,
-                seed=args.seed,
-                outdir=str(outdir / f"{s}-{m}"),
-                progress=False,
-            )
-            results[s, m] = run_job(options)
-    except INPUT_ERRORS as exc:
-        print(f"reproduce_paper.py: error: {exc}", file=sys.stderr)
-        return 2
-    write_atomic(outdir / "REPORT.md", report(results, models, args.batches))
-    plot_all(results, models, outdir)
-    print(report(results, models, args.batches).split("## Energy")[0])
+    with replacing_dir(outdir, owned) as staging:
+        for options in tqdm(runs, desc="reproduce", unit="run", file=sys.stderr):
+            options.outdir = str(staging / f"{options.system}-{options.model}")
+            results[options.system, options.model] = run_job(options)
+        text = report(results, models, args.batches)
+        (staging / "REPORT.md").write_text(text)
+        plot_all(results, models, staging)
+    print(text.split("## Energy")[0])
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_main("reproduce_paper.py", lambda: reproduce(parse_args(argv)))
 
 
 if __name__ == "__main__":

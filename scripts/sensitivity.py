@@ -8,19 +8,29 @@ systems the four headline ratios need on RM1-RM4 and prints a markdown table.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import tempfile
+from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from workloads.startup import quiet_interrupts  # noqa: E402
+
+quiet_interrupts("sensitivity.py")
+
 from reproduce_paper import PAPER, headline  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-from workloads.job import prepare, run_job  # noqa: E402
+from components.sim.outputs import replacing_dir  # noqa: E402
+from workloads.cli import QuietParser, UsageError, run_main  # noqa: E402
+from workloads.configure import prepare  # noqa: E402
+from workloads.job import run_job  # noqa: E402
 from workloads.options import RunOptions  # noqa: E402
+from workloads.preflight import check_memory, check_outdir  # noqa: E402
+
+PROG = "sensitivity.py"
 
 SYSTEMS = ("pmem", "pcie", "cxl-d", "cxl-b", "cxl")
 MODELS = ["rm1", "rm2", "rm3", "rm4"]
@@ -47,12 +57,24 @@ def sets_for(system: str, suffix: str, value: str) -> list[tuple[str, str]]:
     ]
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--outdir", default=None)
+def parse_args(argv: list[str] | None):
+    parser = QuietParser(prog=PROG, description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--outdir", default=None, help="keep every run here (default: a temporary directory)"
+    )
     parser.add_argument("--batches", type=int, default=3)
-    args = parser.parse_args()
-    outdir = args.outdir or tempfile.mkdtemp(prefix="sensitivity-")
+    args = parser.parse_args(argv)
+    if args.batches < 2:
+        raise UsageError(
+            f"--batches must be at least 2 (batch 0 is warm-up, excluded), got {args.batches}"
+        )
+    if args.outdir is not None:
+        check_outdir(args.outdir)
+    return args
+
+
+def sweep(args, outdir: Path) -> list[tuple[str, dict[str, str]]]:
+    """Every variant's headline ratios; each run's outputs under outdir/<variant>/."""
     rows = []
     for label, suffix, value in tqdm(VARIANTS, desc="variants", file=sys.stderr):
         results = {}
@@ -62,22 +84,41 @@ def main() -> int:
                     system=system,
                     model=model,
                     batches=args.batches,
-                    outdir=f"{outdir}/{len(rows)}/{system}-{model}",
+                    outdir=str(outdir / str(len(rows)) / f"{system}-{model}"),
                     progress=False,
                 )
                 if suffix == "batch_size":
                     options.batch_size = value
                 elif suffix:
                     options.sets = sets_for(system, suffix, value)
+                check_memory(options)
                 results[system, model] = run_job(options)
         rows.append((label, headline(results, MODELS)))
+    return rows
+
+
+def table(rows: list[tuple[str, dict[str, str]]]) -> str:
     keys = list(PAPER)
-    print("| variant | " + " | ".join(keys) + " |")
-    print("|---|" + "---|" * len(keys))
-    print("| paper | " + " | ".join(PAPER[k] for k in keys) + " |")
+    lines = ["| variant | " + " | ".join(keys) + " |", "|---|" + "---|" * len(keys)]
+    lines.append("| paper | " + " | ".join(PAPER[k] for k in keys) + " |")
     for label, values in rows:
-        print(f"| {label} | " + " | ".join(values[k] for k in keys) + " |")
+        lines.append(f"| {label} | " + " | ".join(values[k] for k in keys) + " |")
+    return "\n".join(lines)
+
+
+def body(args) -> int:
+    if args.outdir is None:
+        with tempfile.TemporaryDirectory(prefix="sensitivity-") as scratch:
+            rows = sweep(args, Path(scratch))
+    else:
+        with replacing_dir(Path(args.outdir), lambda name: name.isdigit()) as staging:
+            rows = sweep(args, staging)
+    print(table(rows))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_main(PROG, lambda: body(parse_args(argv)))
 
 
 if __name__ == "__main__":

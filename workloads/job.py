@@ -19,38 +19,29 @@ from tqdm import tqdm
 from components import gem5
 from components.boards.base import TrainingBoard
 from components.energy import EnergyReport
-from components.persistence.image import CorruptImage
 from components.sim.engine import Engine
 from components.sim.outputs import global_rows, write_outdir
-from components.sim.params import ConfigError
 from components.sim.schedule import Scheduler, critical_path
-from components.sim.units import UnitError, ticks_to_ms
+from components.sim.units import ticks_to_ms
+from workloads.cli import run_main
 from workloads.configure import batch_size_of, connected_board, prepare, resolve_spec
 from workloads.failures import failure_field
 from workloads.inputs import InputGenerator
-from workloads.models import (
-    ModelSpec,
-    ModelSpecError,
-    UnknownModelError,
-)
+from workloads.models import ModelSpec
 from workloads.opgraph import build_demand
-from workloads.options import RunOptions, UsageError, parse_run_options
+from workloads.options import RunOptions, parse_run_options
+from workloads.preflight import check_memory, check_paths
 from workloads.training import FunctionalTrainer
 
 BREAKDOWN = ("embedding", "transfer", "bottom_mlp", "top_mlp", "checkpoint", "contention")
-INPUT_ERRORS = (
-    ConfigError,
-    UnitError,
-    UsageError,
-    UnknownModelError,
-    ModelSpecError,
-    CorruptImage,
-)
 
 
-def validate(options: RunOptions) -> None:
-    """Raise the error a run with these options would stop on, without running it."""
+def validate(options: RunOptions, writes_outdir: bool = True) -> None:
+    """Raise the error a run with these options would stop on, without running it.
+    Machine-independent (a sweep validates here and may run elsewhere): the memory
+    check against this machine is ``preflight.check_memory``."""
     prepare(options)
+    check_paths(options, writes_outdir)
 
 
 def run_job(options: RunOptions) -> dict[str, Any]:
@@ -107,9 +98,8 @@ def run_job(options: RunOptions) -> dict[str, Any]:
     rows += board.stat_rows()
     rows += resource_rows(scheduler.network.use, engine.now)
     config = {"options": _options_dict(options, spec, batch_size), "board": board.config()}
-    write_outdir(Path(options.outdir), rows, config, results, scheduler.records)
-    if options.plot:
-        plot_run(Path(options.outdir), results)
+    plots = (lambda staging: plot_run(staging, results)) if options.plot else None
+    write_outdir(Path(options.outdir), rows, config, results, scheduler.records, plots)
     return results
 
 
@@ -229,21 +219,17 @@ def _options_dict(options: RunOptions, spec: ModelSpec, batch_size: int) -> dict
 
 def run_from_command_line(argv: list[str], prog: str) -> int:
     """The CLI: one error line and exit 2 for bad input, never a traceback."""
-    try:
+
+    def main() -> int:
         options = parse_run_options(argv, prog, "Simulate DLRM training on a TrainingCXL system.")
+        validate(options)
+        check_memory(options)
         results = run_job(options)
-    except INPUT_ERRORS as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:
+        mean = results["batch_time_ms"]["mean"]
         print(
-            f"{prog}: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "),
-            file=sys.stderr,
+            f"{results['system']} {results['model']}: {results['batches']} batches, "
+            f"{mean:.3f} ms/batch, {results['energy_j']['total']:.3f} J -> {options.outdir}"
         )
-        return 2
-    mean = results["batch_time_ms"]["mean"]
-    print(
-        f"{results['system']} {results['model']}: {results['batches']} batches, "
-        f"{mean:.3f} ms/batch, {results['energy_j']['total']:.3f} J -> {options.outdir}"
-    )
-    return 0
+        return 0
+
+    return run_main(prog, main)

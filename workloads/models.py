@@ -62,12 +62,16 @@ class ModelSpec:
     input_kind: Literal["random", "criteo"]
     description: str
     source: str
+    uncapped_rows: tuple[int, ...] | None = None
+    """Table sizes before ``capped``: the initial values follow these (None: uncapped)."""
 
     def __post_init__(self) -> None:
         rows = self.rows_per_table
         if isinstance(rows, int | np.integer):
             rows = (int(rows),) * self.num_tables
         object.__setattr__(self, "rows_per_table", tuple(int(r) for r in rows))
+        if self.uncapped_rows is not None:
+            object.__setattr__(self, "uncapped_rows", tuple(int(r) for r in self.uncapped_rows))
         object.__setattr__(self, "bottom_mlp", tuple(int(w) for w in self.bottom_mlp))
         object.__setattr__(self, "top_mlp", tuple(int(w) for w in self.top_mlp))
         problem = self._problem()
@@ -79,6 +83,11 @@ class ModelSpec:
             return f"{len(self.rows_per_table)} table sizes for {self.num_tables} tables"
         if min(self.rows_per_table, default=1) < 1 or self.lookups_per_table < 1:
             return "tables need at least one row and one lookup"
+        full = self.init_rows
+        if len(full) != self.num_tables:
+            return f"{len(full)} uncapped table sizes for {self.num_tables} tables"
+        if any(f < r for f, r in zip(full, self.rows_per_table, strict=True)):
+            return f"uncapped table sizes {full} do not cover {self.rows_per_table}"
         if len(self.bottom_mlp) < 2 or self.bottom_mlp[0] != self.dense_features:
             return f"bottom MLP {self.bottom_mlp} must start at dense_features"
         if self.bottom_mlp[-1] != self.embedding_dim:
@@ -91,6 +100,11 @@ class ModelSpec:
         if self.input_kind not in ("random", "criteo"):
             return f"input kind {self.input_kind!r} is not 'random' or 'criteo'"
         return None
+
+    @property
+    def init_rows(self) -> tuple[int, ...]:
+        """Per table, the size its initial values are drawn for (dlrm: U(+-sqrt(1/n)))."""
+        return self.uncapped_rows or self.rows_per_table
 
     @property
     def total_rows(self) -> int:
@@ -142,9 +156,16 @@ class ModelSpec:
         return np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
 
     def capped(self, max_rows: int) -> ModelSpec:
-        """The same model with every table cut to at most max_rows (for functional runs)."""
+        """The same model with every table cut to at most max_rows (for functional runs).
+
+        The rows kept start as the full model's would: initialised for the uncapped
+        size, not the capped one. dlrm draws a table of n rows from U(+-sqrt(1/n)), so
+        initialising RM1 capped at 64 rows for n = 64 would make its rows 250x larger
+        than the real model's 4M-row tables, its pooled bags of 80 lookups O(1) and the
+        pairwise dots fed to the top MLP O(10), where the real model starts near zero;
+        SGD at the default lr then diverges within a few batches."""
         rows = tuple(min(r, max_rows) for r in self.rows_per_table)
-        return dataclasses.replace(self, rows_per_table=rows)
+        return dataclasses.replace(self, rows_per_table=rows, uncapped_rows=self.init_rows)
 
 
 def _mlp_params(widths: tuple[int, ...]) -> int:

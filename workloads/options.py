@@ -7,7 +7,10 @@ with these options, so a sweep axis or a crash check names exactly what a user t
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+
+from components.sim.units import UnitError, parse_time
 
 
 class UsageError(ValueError):
@@ -22,6 +25,7 @@ class QuietParser(argparse.ArgumentParser):
 
 
 SYSTEMS = ("ssd", "pmem", "pcie", "cxl-d", "cxl-b", "cxl", "dram")
+MAX_SEED = 2**32 - 1  # numpy's conventional 32-bit seed range; negative seeds are refused
 
 
 @dataclass
@@ -43,72 +47,107 @@ class RunOptions:
     halt_on_failure: bool = False
 
 
-def add_run_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--system",
-        default="cxl",
-        choices=SYSTEMS,
-        help="system configuration from the paper (default: cxl)",
-    )
-    parser.add_argument("--model", default="rm1", help="model preset (rm1..rm4, ...)")
-    parser.add_argument("--batches", type=int, default=10, help="training batches to run")
-    parser.add_argument(
-        "--batch-size",
-        type=int,
-        default=None,
-        help="samples per batch (default: the model's documented default)",
-    )
-    parser.add_argument("--seed", type=int, default=1, help="seed of inputs and weights")
-    parser.add_argument("--outdir", default="m5out", help="output directory (default m5out)")
-    parser.add_argument(
-        "--set",
-        dest="sets",
-        action="append",
-        default=[],
-        metavar="PATH=VALUE",
-        help="override a component parameter, e.g. "
-        "board.cxl_mem.pmem.read_latency=400ns (repeatable)",
-    )
-    parser.add_argument(
-        "--functional",
-        action="store_true",
-        help="train with real DLRM numerics alongside the timing model",
-    )
-    parser.add_argument(
-        "--rows", type=int, default=None, help="cap on rows per embedding table (functional runs)"
-    )
-    parser.add_argument(
-        "--fail-at",
-        action="append",
-        default=[],
-        metavar="TIME",
-        help="inject a power failure at this simulated time (e.g. 3.2ms)",
-    )
-    parser.add_argument(
-        "--fail-random",
-        type=int,
-        default=0,
-        metavar="K",
-        help="inject K power failures at seeded random instants",
-    )
-    parser.add_argument(
-        "--pmem-image",
-        default=None,
-        metavar="PATH",
-        help="file backing the PMEM image (functional runs)",
-    )
-    parser.add_argument(
-        "--halt-on-failure",
-        action="store_true",
-        help="stop at the first injected failure, leaving --pmem-image as the power cut left "
-        "it (a later run given that image recovers from it)",
-    )
-    parser.add_argument(
-        "--plot", action="store_true", help="also write timeline.png and breakdown.png"
-    )
-    parser.add_argument(
-        "--no-progress", dest="progress", action="store_false", help="do not show a progress bar"
-    )
+_RUN_ARGUMENTS: list[tuple[tuple[str, ...], dict]] = [
+    (
+        ("--system",),
+        dict(
+            default="cxl",
+            choices=SYSTEMS,
+            help="system configuration from the paper (default: cxl)",
+        ),
+    ),
+    (("--model",), dict(default="rm1", help="model preset (rm1..rm4, ...)")),
+    (("--batches",), dict(type=int, default=10, help="training batches to run")),
+    (
+        ("--batch-size",),
+        dict(
+            type=int,
+            default=None,
+            help="samples per batch (default: the model's documented default)",
+        ),
+    ),
+    (("--seed",), dict(type=int, default=1, help=f"seed of inputs and weights (0..{MAX_SEED})")),
+    (("--outdir",), dict(default="m5out", help="output directory (default m5out)")),
+    (
+        ("--set",),
+        dict(
+            dest="sets",
+            action="append",
+            default=[],
+            metavar="PATH=VALUE",
+            help="override a component parameter, e.g. "
+            "board.cxl_mem.pmem.read_latency=400ns (repeatable)",
+        ),
+    ),
+    (
+        ("--functional",),
+        dict(
+            action="store_true",
+            help="train with real DLRM numerics alongside the timing model",
+        ),
+    ),
+    (
+        ("--rows",),
+        dict(type=int, default=None, help="cap on rows per embedding table (functional runs)"),
+    ),
+    (
+        ("--fail-at",),
+        dict(
+            action="append",
+            default=[],
+            metavar="TIME",
+            help="inject a power failure at this simulated time (e.g. 3.2ms)",
+        ),
+    ),
+    (
+        ("--fail-random",),
+        dict(
+            type=int,
+            default=0,
+            metavar="K",
+            help="inject K power failures at seeded random instants",
+        ),
+    ),
+    (
+        ("--pmem-image",),
+        dict(
+            default=None,
+            metavar="PATH",
+            help="file backing the PMEM image (functional runs); an existing image is "
+            "recovered from, and cannot be combined with --fail-at or --fail-random",
+        ),
+    ),
+    (
+        ("--halt-on-failure",),
+        dict(
+            action="store_true",
+            help="stop at the first injected failure, leaving --pmem-image as the power cut "
+            "left it (a later run given that image recovers from it)",
+        ),
+    ),
+    (("--plot",), dict(action="store_true", help="also write timeline.png and breakdown.png")),
+    (
+        ("--no-progress",),
+        dict(dest="progress", action="store_false", help="do not show a progress bar"),
+    ),
+]
+
+
+def add_run_options(parser: argparse.ArgumentParser, exclude: Iterable[str] = ()) -> None:
+    """The run options, except the ``exclude``d ones (by flag, e.g. "--outdir"): a script
+    that does not use an option does not accept it (argparse refuses it as unrecognized)
+    and gets RunOptions' default for it."""
+    excluded = set(exclude)
+    unknown = excluded - {flags[0] for flags, _ in _RUN_ARGUMENTS}
+    if unknown:
+        raise ValueError(f"no run options {sorted(unknown)}")
+    defaults = RunOptions()
+    for flags, kwargs in _RUN_ARGUMENTS:
+        if flags[0] in excluded:
+            dest = kwargs.get("dest", flags[0].lstrip("-").replace("-", "_"))
+            parser.set_defaults(**{dest: getattr(defaults, dest)})
+        else:
+            parser.add_argument(*flags, **kwargs)
 
 
 def options_from_args(args: argparse.Namespace) -> RunOptions:
@@ -122,6 +161,14 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         raise UsageError("--halt-on-failure needs --pmem-image and --fail-at or --fail-random")
     if args.fail_random < 0:
         raise UsageError(f"--fail-random must not be negative, got {args.fail_random}")
+    if not 0 <= args.seed <= MAX_SEED:
+        raise UsageError(f"--seed must be in 0..{MAX_SEED}, got {args.seed}")
+    if not args.outdir.strip():
+        raise UsageError("--outdir must not be empty")
+    if args.pmem_image is not None and not args.pmem_image.strip():
+        raise UsageError("--pmem-image must not be empty")
+    for text in args.fail_at:
+        _check_time("--fail-at", text)
     sets = []
     for item in args.sets:
         path, sep, value = item.partition("=")
@@ -145,6 +192,13 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         plot=args.plot,
         halt_on_failure=args.halt_on_failure,
     )
+
+
+def _check_time(option: str, text: str) -> None:
+    try:
+        parse_time(text)
+    except UnitError as exc:
+        raise UsageError(f"{option} {text!r}: {exc}") from None
 
 
 def parse_run_options(argv: list[str] | None, prog: str, description: str) -> RunOptions:

@@ -43,7 +43,9 @@ class NearMemoryEngine(SimObject):
     scratchpad = MemorySize(
         "256KiB", "scratchpad for rows in flight", "estimate: FPGA on-chip BRAM", check=positive
     )
-    log_burst = MemorySize("4KiB", "DMA write burst to the MLP log", "AXI 4 KiB burst boundary")
+    log_burst = MemorySize(
+        "4KiB", "DMA write burst to the MLP log", "AXI 4 KiB burst boundary", low="64B", high="1MiB"
+    )  # a cache line at least (one array entry per burst); 1 MiB at most (lines per burst)
     flop_energy = Energy("10pJ", "energy per FP32 operation", "estimate: FPGA DSP-based FP32 add")
     static_power = Power("5W", "logic power while on", "estimate: mid-range FPGA fabric")
 

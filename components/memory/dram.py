@@ -12,12 +12,16 @@ class Dram(MemoryDevice):
     """Host (or device) DDR4 channels with 64 B bursts and no line buffer."""
 
     controllers = Int(
-        2, "memory channels", "Intel ARK i5-9600K: 2 DDR4 channels (the paper's host)", low=1
+        2,
+        "memory channels",
+        "Intel ARK i5-9600K: 2 DDR4 channels (the paper's host)",
+        low=1,
+        high=1024,  # state per controller; 1024 is far past any device (12 channels a socket)
     )
     interleave = MemorySize(
         "64B", "channel interleave granularity", "gem5 configs/common/MemConfig.py: cache line"
     )
-    access_unit = MemorySize("64B", "burst size (BL8 x 64 bit)", _DDR4, check=positive)
+    access_unit = MemorySize("64B", "burst size (BL8 x 64 bit)", _DDR4, check=positive, low="32B")
     buffer_lines = Int(
         0, "line buffer entries (none: row hits not modelled)", "model choice", low=0
     )
@@ -44,7 +48,7 @@ class Dram(MemoryDevice):
     )
     write_energy = Energy("130pJ", "dynamic energy per media byte written", "as read_energy")
     module_capacity = MemorySize(
-        "16GiB", "capacity of one DIMM", "the paper's host: 4 x 16 GB DDR4 DIMMs"
+        "16GiB", "capacity of one DIMM", "the paper's host: 4 x 16 GB DDR4 DIMMs", check=positive
     )
     module_idle_power = Power(
         "1W",

@@ -26,12 +26,14 @@ class Pmem(MemoryDevice):
     """PMEM modules, one per controller, interleaved; see the module docstring."""
 
     controllers = Int(
-        4, "memory controllers / PMEM modules", "TrainingCXL CXL-MEM prototype", low=1
-    )
+        4, "memory controllers / PMEM modules", "TrainingCXL CXL-MEM prototype", low=1, high=1024
+    )  # high: state per controller; 1024 is far past any device (12 channels a socket)
     interleave = MemorySize(
         "4KiB", "interleave granularity across modules", f"{_IZ} (4 KB across DIMMs)"
     )
-    access_unit = MemorySize("256B", "XPLine: internal media access unit", _YANG, check=positive)
+    access_unit = MemorySize(
+        "256B", "XPLine: internal media access unit", _YANG, check=positive, low="32B"
+    )
     buffer_lines = Int(
         64, "XPBuffer lines per module (16 KiB / 256 B)", f"{_YANG}; VANS MICRO'20", low=0
     )
@@ -71,7 +73,10 @@ class Pmem(MemoryDevice):
         "4.8nJ", "dynamic energy per media byte written", "estimate: (15 W - 4 W) / 2.3 GB/s"
     )
     module_capacity = MemorySize(
-        "128GiB", "capacity of one PMEM module", "Intel Optane PMem 100: 128/256/512 GB modules"
+        "128GiB",
+        "capacity of one PMEM module",
+        "Intel Optane PMem 100: 128/256/512 GB modules",
+        check=positive,
     )
     module_idle_power = Power(
         "4W", "idle power of one module", "estimate: ~4 W idle per Optane module (PMem 100 brief)"

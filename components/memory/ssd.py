@@ -24,9 +24,13 @@ class Ssd(MemoryDevice):
 
     byte_addressable = False
 
-    controllers = Int(1, "NVMe devices (one controller each)", "the paper's SSD config", low=1)
+    controllers = Int(
+        1, "NVMe devices (one controller each)", "the paper's SSD config", low=1, high=1024
+    )  # high: state per controller; 1024 is far past any array of NVMe drives
     interleave = MemorySize("4KiB", "interleave across devices", "one page", check=positive)
-    access_unit = MemorySize("4KiB", "flash page (logical block)", _I750, check=positive)
+    access_unit = MemorySize(
+        "4KiB", "flash page (logical block)", _I750, check=positive, low="32B"
+    )
     buffer_lines = Int(
         1024,
         "pages of the controller's DRAM write/read buffer (4 MiB, direct-mapped)",
@@ -55,7 +59,7 @@ class Ssd(MemoryDevice):
     write_energy = Energy(
         "20nJ", "dynamic energy per page byte written", "estimate: (22 W - 4 W) / 0.9 GB/s"
     )
-    module_capacity = MemorySize("800GB", "capacity of one SSD", _I750)
+    module_capacity = MemorySize("800GB", "capacity of one SSD", _I750, check=positive)
     module_idle_power = Power("4W", "idle power of one SSD", f"{_I750}: ~4 W idle")
 
 

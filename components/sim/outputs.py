@@ -1,15 +1,22 @@
 """Writers for the outdir: stats.txt, stats.json, config.json, results.json, timeline.csv.
 
-Each file is written to a temporary name and renamed into place, so a run killed
-while writing never leaves a file that looks complete but is not.
+A run's outputs replace the previous run's as a set: everything is written into a fresh
+staging directory beside the outdir and swapped in only once complete, so a run that
+fails half way (disk full, Ctrl-C, an error) leaves the previous outputs byte for byte
+and no temporary files. See ``replacing_dir`` for the cases.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import ctypes
 import io
 import json
 import os
+import shutil
+import socket
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,13 +33,146 @@ GLOBAL_STATS = (
     ("hostMemory", "Number of bytes of host memory used", "Byte"),
 )
 HOST_DEPENDENT = ("hostSeconds", "hostMemory")
+RUN_OUTPUTS = (
+    "stats.txt",
+    "stats.json",
+    "config.json",
+    "results.json",
+    "timeline.csv",
+    "timeline.png",
+    "breakdown.png",
+)
+"""Every file a run may write into its outdir (the plots only with --plot)."""
+STAGING = ".partial-"  # marks a staging directory: "<name>.partial-<host>-<pid>"
 
 
 def write_atomic(path: Path, text: str) -> None:
+    """One file replaced whole: written to a temporary name, renamed into place, and the
+    temporary removed if writing fails (disk full, interrupt)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    tmp = path.with_name(f".{path.name}{STAGING}{_owner()}")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def replacing_dir(outdir: Path, owned: Iterable[str] | Callable[[str], bool]) -> Iterator[Path]:
+    """Yield an empty staging directory; when the block completes, its contents become
+    ``outdir``'s, replacing the previous set; when it raises, it is removed and
+    ``outdir`` is left exactly as it was.
+
+    ``owned`` says which entries of an existing outdir belong to the previous set (a
+    collection of names, or a predicate). When the outdir holds nothing else, the
+    staging directory takes its place in one atomic exchange (Linux renameat2; two
+    renames elsewhere). When it also holds other files (a PMEM image, gem5's own -d
+    directory, anything of the user's), those stay: the new entries are renamed in one
+    by one after all were written, and previous owned entries the new set lacks are
+    removed.
+    """
+    outdir = Path(outdir)
+    is_owned = owned if callable(owned) else frozenset(owned).__contains__
+    swap = _swappable(outdir, is_owned)
+    if swap:
+        outdir.parent.mkdir(parents=True, exist_ok=True)
+        _remove_stale(outdir.parent, f".{outdir.name}{STAGING}")
+        staging = outdir.parent / f".{outdir.name}{STAGING}{_owner()}"
+    else:
+        _remove_stale(outdir, STAGING)
+        staging = outdir / f"{STAGING}{_owner()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    try:
+        yield staging
+        if swap:
+            _swap_in(staging, outdir)
+        else:
+            _move_in(staging, outdir, is_owned)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _owner() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def _swappable(outdir: Path, is_owned: Callable[[str], bool]) -> bool:
+    """Whether the whole outdir may be exchanged: it is missing, or a plain directory
+    (no symlink, not the working directory or above it) holding owned entries only."""
+    if not outdir.exists():
+        return True
+    if outdir.is_symlink() or not outdir.is_dir():
+        return False
+    here = Path.cwd().resolve()
+    if outdir.resolve() in (here, *here.parents):
+        return False
+    if not os.access(outdir.resolve().parent, os.W_OK | os.X_OK):
+        return False
+    return all(is_owned(entry.name) or STAGING in entry.name for entry in outdir.iterdir())
+
+
+def _remove_stale(folder: Path, prefix: str) -> None:
+    """Staging directories of this host's processes that died without cleaning up
+    (SIGKILL); those of live processes or other hosts stay."""
+    if not folder.is_dir():
+        return
+    host = socket.gethostname()
+    for entry in folder.glob(f"{prefix}{host}-*"):
+        pid = entry.name.rpartition("-")[2]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _swap_in(staging: Path, target: Path) -> None:
+    """Make staging's directory ``target``; the previous target ends up at staging."""
+    if not target.exists():
+        os.rename(staging, target)
+        return
+    if _exchange(staging, target):
+        return
+    old = target.with_name(f".{target.name}.old-{_owner()}")
+    os.rename(target, old)
+    os.rename(staging, target)
+    os.rename(old, staging)
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically exchange two paths (renameat2 RENAME_EXCHANGE); False if unsupported."""
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    result = renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
+    return result == 0
+
+
+def _move_in(staging: Path, outdir: Path, is_owned: Callable[[str], bool]) -> None:
+    new = {entry.name for entry in staging.iterdir()}
+    for name in sorted(new):
+        source, target = staging / name, outdir / name
+        if source.is_dir() and target.is_dir() and not target.is_symlink():
+            _swap_in(source, target)  # the previous directory lands in staging
+        else:
+            os.replace(source, target)
+    for entry in outdir.iterdir():
+        if entry.name not in new and is_owned(entry.name) and STAGING not in entry.name:
+            shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
 
 
 def global_rows(sim_ticks: int, host_seconds: float, host_memory: int) -> list[tuple]:
@@ -111,11 +251,20 @@ def write_outdir(
     config: dict[str, Any],
     results: dict[str, Any],
     records: list[OpRecord],
+    extra: Callable[[Path], None] | None = None,
 ) -> None:
-    """Write every output file of one run."""
-    outdir.mkdir(parents=True, exist_ok=True)
-    write_atomic(outdir / "stats.txt", format_rows(rows))
-    write_atomic(outdir / "stats.json", stats_json(rows))
-    write_atomic(outdir / "config.json", json.dumps(config, indent=1) + "\n")
-    write_atomic(outdir / "timeline.csv", timeline_csv(records))
-    write_atomic(outdir / "results.json", json.dumps(results, indent=1) + "\n")
+    """Write every output file of one run, replacing the previous run's as a set.
+    ``extra(staging)`` may add files (the plots) before the set is swapped in."""
+    with replacing_dir(outdir, RUN_OUTPUTS) as staging:
+        (staging / "stats.txt").write_text(format_rows(rows))
+        (staging / "stats.json").write_text(stats_json(rows))
+        (staging / "config.json").write_text(_strict_json(config))
+        (staging / "timeline.csv").write_text(timeline_csv(records))
+        (staging / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+        if extra is not None:
+            extra(staging)
+
+
+def _strict_json(data: Any) -> str:
+    """Standard JSON: every parameter is parsed finite, so an infinity here is a bug."""
+    return json.dumps(data, indent=1, allow_nan=False) + "\n"

@@ -23,10 +23,14 @@ class ConfigError(ValueError):
 
 
 class Param:
-    """One typed parameter. Subclasses say how a raw value is parsed."""
+    """One typed parameter. Subclasses say how a raw value is parsed, and the range of
+    values that describes any hardware at all (``physical``: low, high, as the user
+    would write them), so that an absurd --set fails here rather than overflowing the
+    clock or memory deep inside a run."""
 
     kind = "value"
     unit = ""
+    physical: tuple[str | None, str | None] = (None, None)
 
     def __init__(
         self,
@@ -56,10 +60,18 @@ class Param:
             value = self.parse(raw)
         except (units.UnitError, ValueError, TypeError, OverflowError) as exc:
             raise ConfigError(f"{where}: bad value {raw!r}: {exc}") from None
-        problem = self.check(value) if self.check else None
+        problem = self._outside_physical(value) or (self.check(value) if self.check else None)
         if problem:
             raise ConfigError(f"{where}: bad value {raw!r}: {problem}")
         return value
+
+    def _outside_physical(self, value) -> str | None:
+        low, high = self.physical
+        if low is not None and value < type(self).parse(_Unbounded, low):
+            return f"must be at least {low} (see {type(self).__name__}.physical)"
+        if high is not None and value > type(self).parse(_Unbounded, high):
+            return f"must be at most {high} (see {type(self).__name__}.physical)"
+        return None
 
     def __get__(self, obj, owner=None):
         if obj is None:
@@ -73,6 +85,10 @@ class Param:
 
 class Latency(Param):
     kind, unit = "latency", "tick"
+    physical = (None, "1s")
+    """The slowest time parameter modelled is an SSD page read (16.5 us); op overheads
+    are 5-10 us. A second is five orders above: no device, link or runtime the model
+    describes, and it keeps an op of 10^6 requests within the int64 tick clock."""
 
     def parse(self, raw):
         return units.parse_time(raw)
@@ -80,6 +96,10 @@ class Latency(Param):
 
 class Bandwidth(Param):
     kind, unit = "bandwidth", "B/s"
+    physical = ("1MB/s", None)
+    """The slowest bandwidth modelled is the SSD's 0.384 GB/s; 1 MB/s is 384x below it,
+    and moves even 1 TB within the int64 tick clock (10^18 ps). No upper bound: an
+    unlimited-bandwidth what-if is legitimate, as long as the value is finite."""
 
     def parse(self, raw):
         return units.parse_bandwidth(raw)
@@ -87,9 +107,24 @@ class Bandwidth(Param):
 
 class MemorySize(Param):
     kind, unit = "size", "B"
+    physical = (None, "1024TiB")
+    """Sizes are of memories, buffers, flits and bursts: the largest the model holds is
+    a preset's tables (MLPerf DLRM: ~100 GB); a pebibyte is four orders beyond it and
+    keeps byte counts times the model's other factors inside int64."""
+
+    def __init__(
+        self, default, desc, source="", *, low: str | None = None, high: str | None = None, **kw
+    ) -> None:
+        super().__init__(default, desc, source, **kw)
+        self.low, self.high = low, high
 
     def parse(self, raw):
-        return units.parse_size(raw)
+        value = units.parse_size(raw)
+        if self.low is not None and value < units.parse_size(self.low):
+            raise ValueError(f"must be >= {self.low}")
+        if self.high is not None and value > units.parse_size(self.high):
+            raise ValueError(f"must be <= {self.high}")
+        return value
 
 
 class Power(Param):
@@ -108,6 +143,9 @@ class Energy(Param):
 
 class Frequency(Param):
     kind, unit = "frequency", "Hz"
+    physical = ("1MHz", None)
+    """The slowest clock modelled is the near-memory engine's 250 MHz; 1 MHz is 250x
+    below it and keeps a cycle count of 10^12 within the tick clock."""
 
     def parse(self, raw):
         return units.parse_frequency(raw)
@@ -115,6 +153,10 @@ class Frequency(Param):
 
 class ComputeRate(Param):
     kind, unit = "compute rate", "FLOP/s"
+    physical = ("1GFLOPS", None)
+    """The slowest compute modelled is one host core, 59.2 GFLOPS; at 1 GFLOPS a batch
+    of RM3 (about 3e10 FLOP: 6 FLOP per MLP parameter per sample, 128 samples) takes
+    ~30 s, far inside the int64 tick clock."""
 
     def parse(self, raw):
         return units.parse_flops(raw)
@@ -122,6 +164,10 @@ class ComputeRate(Param):
 
 class Int(Param):
     kind = "integer"
+    physical = (None, "1000000000")
+    """Integer parameters count hardware (controllers, lanes, queue entries, cores) or
+    batches; a billion of anything is beyond every machine modelled, parses exactly,
+    and keeps products with other counts inside int64 (a declaration may bound lower)."""
 
     def __init__(
         self,
@@ -201,6 +247,12 @@ class Enum(Param):
         if text not in self.choices:
             raise ValueError(f"expected one of {', '.join(self.choices)}")
         return text
+
+
+class _Unbounded:
+    """Stands in for a declaration when parsing a physical bound: no declared bounds."""
+
+    low = high = None
 
 
 def _bounds(value, low, high) -> None:

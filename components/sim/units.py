@@ -16,6 +16,8 @@ from fractions import Fraction
 
 TICKS_PER_SECOND = 10**12
 TICKS_PER_NS = 1000
+MAX_TICKS = 2**63 - 1
+"""The clock's range: ticks are int64 in every numpy array that holds them (~106 days)."""
 
 _NUMBER = r"([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)"
 _PATTERN = re.compile(r"^\s*" + _NUMBER + r"\s*([A-Za-z/]*)\s*$")
@@ -43,7 +45,13 @@ def _split(text: str | int | float, dimension: str) -> tuple[float, str]:
     if isinstance(text, bool):
         raise UnitError(f"expected a {dimension}, got a boolean {text!r}")
     if isinstance(text, (int, float)):
-        return float(text), ""
+        try:
+            value = float(text)
+        except OverflowError:
+            value = math.inf
+        if not math.isfinite(value):
+            raise UnitError(f"{dimension} {str(text)[:40]} is not finite")
+        return value, ""
     match = _PATTERN.match(str(text))
     if not match:
         raise UnitError(f"malformed {dimension} {text!r}")
@@ -65,11 +73,24 @@ def _scaled(
         if unit.endswith(suffix):
             prefix = unit[: len(unit) - len(suffix)]
             if prefix in _DECIMAL:
-                return value * _DECIMAL[prefix]
+                return _finite(value * _DECIMAL[prefix], dimension, text)
             if allow_binary and prefix in _BINARY:
-                return value * _BINARY[prefix]
+                return _finite(value * _BINARY[prefix], dimension, text)
             raise UnitError(f"unknown unit {unit!r} (prefix {prefix!r}) in {dimension} {text!r}")
     raise UnitError(f"unknown unit {unit!r} in {dimension} {text!r}")
+
+
+def _finite(value: float, dimension: str, text) -> float:
+    """A prefix can overflow a finite number ("1e300GB/s" is 1e309 B/s = inf)."""
+    if not math.isfinite(value):
+        raise UnitError(f"{dimension} {text!r} is too large (not a finite number)")
+    return value
+
+
+def _in_clock(ticks: int, text) -> int:
+    if ticks > MAX_TICKS:
+        raise UnitError(f"time {text!r} is beyond the simulator's clock (at most 2^63 ps)")
+    return ticks
 
 
 def _non_negative(value: float, dimension: str, text) -> float:
@@ -88,18 +109,19 @@ def parse_time(text: str | int | float) -> int:
     """
     value, unit = _split(text, "time")
     _non_negative(value, "time", text)
-    if unit in ("", "t", "tick", "ticks"):
-        if value != int(value):
-            raise UnitError(f"tick count {text!r} must be an integer")
-        return int(value)
-    if unit not in _TIME_SCALE:
+    bare = unit in ("", "t", "tick", "ticks")
+    if not bare and unit not in _TIME_SCALE:
         raise UnitError(f"unknown unit {unit!r} in time {text!r} (use s, ms, us, ns, ps)")
     number = (
-        Fraction(str(text).strip()[: -len(unit)].strip())
+        Fraction(str(text).strip()[: len(str(text).strip()) - len(unit)].strip())
         if isinstance(text, str)
-        else (Fraction(text))
+        else Fraction(text)
     )
-    return int(round(number * _TIME_SCALE[unit]))
+    if bare:
+        if number.denominator != 1:
+            raise UnitError(f"tick count {text!r} must be an integer")
+        return _in_clock(int(number), text)
+    return _in_clock(int(round(number * _TIME_SCALE[unit])), text)
 
 
 def parse_bandwidth(text: str | int | float) -> float:

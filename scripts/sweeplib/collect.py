@@ -48,7 +48,10 @@ def _flat_results(results: dict[str, Any], taken: dict[str, Any]) -> dict[str, A
 
 
 def _read_json(path: Path) -> Any:
-    return json.loads(path.read_text())
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as exc:  # a complete run's file, damaged since
+        raise UsageError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
 
 
 def gather(outroot: Path, ids: list[str] | None = None, stats: list[str] = ()) -> list[dict]:

@@ -46,8 +46,10 @@ class DLRM:
         self.optimizer = optimizer
         rng = np.random.default_rng(seed)
         self.table = np.empty((spec.total_rows, spec.embedding_dim), dtype=np.float32)
-        for off, n in zip(spec.table_offsets, spec.rows_per_table, strict=True):
-            bound = np.float32(np.sqrt(1.0 / n))
+        for off, n, full in zip(
+            spec.table_offsets, spec.rows_per_table, spec.init_rows, strict=True
+        ):
+            bound = np.float32(np.sqrt(1.0 / full))  # the uncapped size (ModelSpec.capped)
             block = rng.random((n, spec.embedding_dim), dtype=np.float32)
             self.table[off : off + n] = block * (2 * bound) - bound
         self.bottom = dense.init_mlp(spec.bottom_mlp, rng)

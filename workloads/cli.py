@@ -1,0 +1,142 @@
+"""The one error path of every command-line entry point in configs/ and scripts/.
+
+Bad input is one line, ``prog: error: ...`` naming the option and the value, and exit
+status 2; Ctrl-C is one line and 130 (SIGTERM: 143); never a traceback. It lives in
+workloads/ because it must know the input errors of components/ and workloads/ alike,
+and configs/ and scripts/ may import workloads/, never the reverse.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import sys
+from collections.abc import Callable
+
+from components import gem5
+from components.persistence.image import CorruptImage
+from components.sim.params import ConfigError
+from components.sim.units import UnitError
+from workloads.models import ModelSpecError, UnknownModelError
+from workloads.options import QuietParser, UsageError
+from workloads.training import TrainingDiverged
+
+__all__ = ["INPUT_ERRORS", "QuietParser", "UsageError", "die_with_parent", "run_main"]
+
+INPUT_ERRORS: tuple[type[Exception], ...] = (
+    ConfigError,
+    UnitError,
+    UsageError,
+    UnknownModelError,
+    ModelSpecError,
+    CorruptImage,
+    json.JSONDecodeError,
+    TrainingDiverged,
+)
+"""What a user's input can raise: reported as one line, exit 2 (a run that diverges
+counts: its options, e.g. a --set, made it unstable)."""
+
+EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 2, 130, 143
+OVERFLOW = (
+    "the run outgrew the simulator's 64-bit tick clock: --set values that together "
+    "describe hardware far slower than any modelled (bandwidth x efficiency x lanes)"
+)
+
+
+class Terminated(BaseException):
+    """SIGTERM turned into an exception, so that cleanup (temp outputs) still runs."""
+
+
+def _terminate(signum, frame) -> None:
+    raise Terminated
+
+
+def error_line(prog: str, message: object) -> str:
+    """``prog: error: message`` on one line (a multi-line message is joined)."""
+    text = " ".join(str(message).split("\n")).strip() or type(message).__name__
+    return f"{prog}: error: {text}"
+
+
+def os_error_text(exc: OSError) -> str:
+    """'No space left on device: out/stats.txt' rather than errno tuples."""
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    name = exc.filename if exc.filename is not None else ""
+    return f"{reason}: {name}" if name != "" else reason
+
+
+def run_main(prog: str, main: Callable[[], int]) -> int:
+    """Run an entry point's body; map bad input, OS errors and interrupts to one line.
+
+    Cleanup inside ``main`` (``finally`` blocks, e.g. removing a staging outdir) runs
+    before the line is printed, so an interrupted run leaves no partial outputs.
+    """
+    previous = _install(signal.SIGTERM, _terminate)
+    # Ctrl-C raises KeyboardInterrupt, so cleanup runs (workloads.startup set it to exit
+    # at once while importing); under gem5.opt, gem5's own handler stays
+    early = None if gem5.available() else _install(signal.SIGINT, signal.default_int_handler)
+    try:
+        return main()
+    except INPUT_ERRORS as exc:
+        return _fail(prog, exc, EXIT_USAGE)
+    except OSError as exc:
+        return _fail(prog, os_error_text(exc), EXIT_USAGE)
+    except OverflowError as exc:  # each parameter is bounded; their product may not be
+        return _fail(prog, f"{OVERFLOW}: {exc}", EXIT_USAGE)
+    except MemoryError:
+        return _fail(prog, "out of memory", 1)
+    except KeyboardInterrupt:
+        return _stop(prog, "interrupted", EXIT_INTERRUPTED)
+    except Terminated:
+        return _stop(prog, "terminated", EXIT_TERMINATED)
+    finally:
+        _install(signal.SIGTERM, previous)
+        if early is not None:
+            _install(signal.SIGINT, early)
+
+
+def _fail(prog: str, message: object, status: int) -> int:
+    _fresh_line()
+    print(error_line(prog, message), file=sys.stderr)
+    return status
+
+
+def _stop(prog: str, what: str, status: int) -> int:
+    _fresh_line()
+    print(f"{prog}: {what}", file=sys.stderr)
+    return status
+
+
+def _fresh_line() -> None:
+    """A progress bar may have left the cursor mid-line on a terminal."""
+    if sys.stderr.isatty():
+        sys.stderr.write("\r\033[K")
+
+
+def _install(signum: int, handler):
+    """Set a signal handler where that is possible (the main thread only)."""
+    try:
+        return signal.signal(signum, handler)
+    except (ValueError, TypeError):
+        return handler
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> Callable[[], None]:
+    """A preexec_fn for subprocess: the child gets SIGKILL when this process dies, even
+    by SIGKILL, so no gem5 run or worker outlives the command that started it."""
+    parent = os.getpid()
+
+    def arm() -> None:
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):  # not Linux: no parent-death signal
+            return
+        if os.getppid() != parent:  # the parent died before the signal was armed
+            os._exit(1)
+
+    return arm

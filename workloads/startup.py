@@ -1,0 +1,26 @@
+"""Quiet Ctrl-C while an entry point is still importing numpy and the simulator.
+
+Imported by configs/ and scripts/ before their heavy imports (it imports nothing
+heavy itself); workloads.cli.run_main takes SIGINT over once the work starts.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+from components import gem5
+
+
+def quiet_interrupts(prog: str) -> None:
+    """Until run_main starts: Ctrl-C prints ``prog: interrupted`` and exits 130.
+    Under gem5.opt its own SIGINT handling stays in charge."""
+    if gem5.available():
+        return
+
+    def interrupted(signum, frame) -> None:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        os._exit(130)
+
+    signal.signal(signal.SIGINT, interrupted)
