@@ -28,9 +28,7 @@ class Ssd(MemoryDevice):
         1, "NVMe devices (one controller each)", "the paper's SSD config", low=1, high=1024
     )  # high: state per controller; 1024 is far past any array of NVMe drives
     interleave = MemorySize("4KiB", "interleave across devices", "one page", check=positive)
-    access_unit = MemorySize(
-        "4KiB", "flash page (logical block)", _I750, check=positive, low="32B"
-    )
+    access_unit = MemorySize("4KiB", "flash page (logical block)", _I750, check=positive, low="32B")
     buffer_lines = Int(
         1024,
         "pages of the controller's DRAM write/read buffer (4 MiB, direct-mapped)",
