@@ -29,6 +29,7 @@ from components.persistence.explorer import CrashExplorer, CrashState, ExploreSe
 from components.persistence.image import RECORD_HEADER, WORD, CorruptImage, PmemImage
 from components.persistence.protocols import PROTOCOLS, Protocol, Recovery, pad_params
 from components.persistence.writes import Writes, all_words
+from workloads.options import RunOptions
 from workloads.oracle import (
     DETECTED,
     VIOLATION,
@@ -38,7 +39,6 @@ from workloads.oracle import (
     mlp_matches,
     verdict,
 )
-from workloads.options import RunOptions
 from workloads.recording import Stretch, build_journal, initial_image, simulate
 from workloads.training import DEFAULT_LR
 
@@ -188,9 +188,7 @@ class Checker:
         out = []
         for name in ("data", "rowacc") if lay.adagrad else ("data",):
             start, size = lay.regions()[name]
-            groups = [
-                g for g in rec.writes if g.count and start <= g.offsets[0] < start + size
-            ]
+            groups = [g for g in rec.writes if g.count and start <= g.offsets[0] < start + size]
             dst, values = all_words(groups)
             lo, hi = start // WORD, (start + size) // WORD
             words = self.explorer.words[lo:hi].copy()
@@ -314,7 +312,7 @@ def crashcheck(
     stretch: Stretch | None = None,
 ) -> CrashReport:
     """Check recovery at every crash state the settings select (one recorded run)."""
-    settings = settings or CheckSettings()
+    settings = settings or CheckSettings(explore=ExploreSettings(seed=options.seed))
     stretch = stretch or simulate(options, lr=DEFAULT_LR, optimizer=optimizer)
     base = initial_image(options, optimizer=optimizer)
     protocol = (protocol_class or PROTOCOLS[options.system])(base.layout)

@@ -10,9 +10,10 @@ whose MLPs it must resume with:
 - none (dram): R = m = 0 (nothing persists).
 - redo: R = m = newest batch whose redo log is committed + 1 (0 if none).
 - undo: R = m = newest batch with both its embedding and MLP undo logs committed.
-- relaxed: R = newest batch whose embedding undo log is committed; m = snapshot batch
-  of the newest committed MLP copy with m <= R, else the base checkpoint's batch. The
-  allowed MLP age is exactly R - m: one specific copy, not "any recent one".
+- relaxed: R = newest batch whose embedding undo log is committed; m = the newest of
+  the committed MLP copies with snapshot <= R and the base checkpoint (the initial
+  MLPs, or the copy an earlier recovery moved there). The allowed MLP age is exactly
+  R - m: one specific copy, not "any recent one".
 Verdicts: ``exact`` (table, accumulators and MLPs bit-identical to the reference at R),
 ``within_gap`` (relaxed: embeddings at R, MLPs those of the designated copy m < R),
 ``detected`` (a damaged record refused with CorruptImage: media-fault states only),
@@ -67,7 +68,7 @@ def expected(kind: str, flags: np.ndarray, base_batch: int) -> Expected:
     if kind == "relaxed":
         resume = max(emb) if emb else 0
         usable = [n for n in mlp if n <= resume]
-        return Expected(resume, max(usable) if usable else base_batch)
+        return Expected(resume, max(usable + [base_batch]))
     return Expected(0, 0)
 
 

@@ -267,7 +267,8 @@ def identity(options: RunOptions, optimizer: str = "sgd", lr: float = DEFAULT_LR
     return {
         "system": options.system,
         "model": options.model,
-        "rows_per_table": list(spec.rows_per_table),
+        "rows": max(spec.rows_per_table),
+        "total_rows": spec.total_rows,
         "batch_size": batch_size,
         "seed": options.seed,
         "optimizer": optimizer,

@@ -130,9 +130,7 @@ class IntervalStats:
 class CrashExplorer:
     """Walks the crash states of ``journal`` over a copy of ``base_words``."""
 
-    def __init__(
-        self, journal: Journal, base_words: np.ndarray, settings: ExploreSettings
-    ) -> None:
+    def __init__(self, journal: Journal, base_words: np.ndarray, settings: ExploreSettings) -> None:
         self.journal = journal
         self.settings = settings
         self.words = np.array(base_words, copy=True)
@@ -208,8 +206,10 @@ class CrashExplorer:
             return
         words = int(j.count[live].sum())
         index = len(self.intervals)
-        track = live if live.size <= PAIR_TRACK else np.sort(
-            self.rng.choice(live, size=PAIR_TRACK, replace=False)
+        track = (
+            live
+            if live.size <= PAIR_TRACK
+            else np.sort(self.rng.choice(live, size=PAIR_TRACK, replace=False))
         )
         seen = np.zeros((track.size, track.size), dtype=bool)
         explored = 0
@@ -238,7 +238,9 @@ class CrashExplorer:
                 mask = (bits >> np.arange(words)) & 1 == 1
                 per = np.split(mask, np.cumsum(counts)[:-1])
                 full = live[[m.all() for m in per]]
-                torn = [(int(p), m) for p, m in zip(live, per, strict=True) if m.any() and not m.all()]
+                torn = [
+                    (int(p), m) for p, m in zip(live, per, strict=True) if m.any() and not m.all()
+                ]
                 yield full, torn, "full"
             return
         if n < 63 and (1 << n) <= budget:

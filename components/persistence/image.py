@@ -344,9 +344,7 @@ class PmemImage:
         """(batch, parameters, accumulators) of an MLP record: views, never copies."""
         lay = self.layout
         extra = region.replace("mlp", "mlpacc") if region != "base" else "baseacc"
-        batch, _, payload, acc = self.record(
-            region, lay.mlp_bytes, extra if lay.adagrad else None
-        )
+        batch, _, payload, acc = self.record(region, lay.mlp_bytes, extra if lay.adagrad else None)
         params = payload.view(np.float32)[: lay.mlp_count]
         return batch, params, None if acc is None else acc.view(np.float32)[: lay.mlp_count]
 

@@ -173,9 +173,7 @@ class JournalBuilder:
         self._epochs = 0
         self.unhonoured_fences: list[tuple[int, int]] = []
 
-    def add_op(
-        self, uid: int, start: int, epochs: list[list[Writes]], requests: Requests
-    ) -> None:
+    def add_op(self, uid: int, start: int, epochs: list[list[Writes]], requests: Requests) -> None:
         """Place one op's epochs: each piece's persist window from its request (and the
         op's declared fences), checked against the order the timing produced."""
         epoch_start = start
@@ -256,9 +254,7 @@ class JournalBuilder:
         """The journal as arrays; small payloads pooled into one array."""
         if not self._cols["dst"]:
             z = np.zeros(0, dtype=np.int64)
-            return Journal(
-                self.layout, z, z, z, z, z, z, z, z, z, z, np.zeros(0, bool), [], []
-            )
+            return Journal(self.layout, z, z, z, z, z, z, z, z, z, z, np.zeros(0, bool), [], [])
         cols = {k: np.concatenate(v) for k, v in self._cols.items()}
         sources, remap, offset = [], {}, {}
         small = [i for i, s in enumerate(self._sources) if s.nbytes < POOL_LIMIT]

@@ -21,9 +21,10 @@ Declared fences (ops as the boards name them; ``|`` is a fence):
 - Relaxed undo (cxl): embedding log as cxl-b; each MLP copy is spread over the board's
   ``mlp_log_slice`` ops (what each slice's requests covered) = [payload part] ... |
   [payload part, record header] | [flag mlp{slot} = snapshot batch]. Recovery: R =
-  newest flagged embedding log, rolled back; MLPs = newest complete copy with snapshot
-  <= R (else the base record); the chosen copy becomes the base record, so a resumed
-  run may reuse both slots = [rows, base record] | [clear emb flags > R, every MLP flag].
+  newest flagged embedding log, rolled back; MLPs = the newest of the committed copies
+  with snapshot <= R and the base record; a chosen copy becomes the base record, so a
+  resumed run may reuse both slots = [rows, base record] | [clear emb flags > R, every
+  MLP flag].
 - None (dram): nothing persists; recovery restarts from the initial weights.
 """
 
@@ -437,8 +438,11 @@ class RelaxedUndoProtocol(UndoProtocol):
         return max(emb) if emb else 0
 
     def mlp_for(self, image: PmemImage, rec: Recovery, mlp: dict[int, str], resume: int):
+        """The newest MLP checkpoint not newer than ``resume``: a committed copy, or the
+        base record (an earlier recovery may have made a copy the base)."""
         usable = [n for n in mlp if n <= resume]
-        if not usable:
+        base_batch = int(image.region("base")[:8].view("<i8")[0])
+        if not usable or max(usable) < base_batch:  # a tie: the copy (base may be torn)
             batch, params, acc = self.base(image, rec)
             return batch, params, acc, []
         chosen = max(usable)
@@ -453,7 +457,8 @@ class RelaxedUndoProtocol(UndoProtocol):
         are: the same batch, count and CRC)."""
         lay = self.layout
         start = lay.offset(region)
-        out = [Writes.one(lay.offset("base"), image.buf[start : start + RECORD_HEADER + lay.mlp_bytes])]
+        record = image.buf[start : start + RECORD_HEADER + lay.mlp_bytes]
+        out = [Writes.one(lay.offset("base"), record)]
         if lay.adagrad:
             acc = image.region(region.replace("mlp", "mlpacc"))[: lay.mlp_bytes]
             out.append(Writes.one(lay.offset("baseacc"), acc))
