@@ -27,7 +27,7 @@ from tqdm import tqdm
 
 from components.persistence.explorer import CrashExplorer, CrashState, ExploreSettings
 from components.persistence.image import RECORD_HEADER, WORD, CorruptImage, PmemImage
-from components.persistence.protocols import PROTOCOLS, Protocol, Recovery, pad_params
+from components.persistence.protocols import PROTOCOLS, Protocol, Recovery
 from components.persistence.writes import Writes, all_words
 from workloads.options import RunOptions
 from workloads.oracle import (
@@ -37,6 +37,7 @@ from workloads.oracle import (
     Reference,
     expected_for,
     mlp_matches,
+    reference_from,
     verdict,
 )
 from workloads.recording import Stretch, build_journal, initial_image, simulate
@@ -137,28 +138,41 @@ class Checker:
         self.always = {self.index[n] for n in ("flags", "base", "data")}
         if self.layout.adagrad:
             self.always.add(self.index["rowacc"])
+        self.last = None
 
     # ----- one state --------------------------------------------------------------------
     def check(self, state: CrashState) -> None:
         gen = self.explorer.overlay.gen
         flags = self.index["flags"]
-        outcome = None
         touched = set(state.touched.tolist())
-        if flags not in touched:
-            for regions in self.candidates.get(int(gen[flags]), ()):
-                if touched.isdisjoint(regions):
-                    outcome = self.memo.get((regions, tuple(gen[list(regions)].tolist())))
-                    if outcome is not None:
-                        break
+        regions, outcome = (None, None) if flags in touched else self.lookup(touched)
         if outcome is None:
-            state.apply()
+            self.image.on_read = lambda name: state.apply([self.index[name]])
+            state.apply(self.always)
             outcome, regions, rec = self.recover_and_judge()
             self.memo[(regions, tuple(gen[list(regions)].tolist()))] = outcome
             self.candidates[int(gen[flags])].add(regions)
             self.report.recoveries += 1
             if rec is not None and outcome[0] != VIOLATION:
                 self.explore_recovery(rec, state, regions)
+            self.image.on_read = None
+        self.last = regions if state.mode == "prefix" and outcome[0] != VIOLATION else None
         self.record(state, outcome)
+
+    def lookup(self, touched: set) -> tuple[tuple | None, tuple[str, str] | None]:
+        """A verdict already reached on the same bytes of every region a recovery read
+        (the state differs only in ``touched`` regions, none of them read)."""
+        gen = self.explorer.overlay.gen
+        for regions in self.candidates.get(int(gen[self.index["flags"]]), ()):
+            if touched.isdisjoint(regions):
+                outcome = self.memo.get((regions, tuple(gen[list(regions)].tolist())))
+                if outcome is not None:
+                    return regions, outcome
+        return None, None
+
+    def watch(self) -> set | None:
+        """The regions the verdict on the current (prefix) image depends on."""
+        return None if self.last is None else set(self.last)
 
     def recover_and_judge(self) -> tuple[tuple[str, str], tuple[int, ...], Recovery | None]:
         image = self.image
@@ -221,10 +235,11 @@ class Checker:
 
     def record(self, state: CrashState, outcome: tuple[str, str], kind: str | None = None):
         kind = kind or state.mode
+        count = state.count if kind == state.mode else 1
         report = self.report
-        report.states += 1
-        report.modes[kind] += 1
-        report.verdicts[outcome[0]] += 1
+        report.states += count
+        report.modes[kind] += count
+        report.verdicts[outcome[0]] += count
         if outcome[0] == VIOLATION:
             report.violations.append(self.describe(state, kind, outcome[1]))
 
@@ -314,16 +329,11 @@ def crashcheck(
     """Check recovery at every crash state the settings select (one recorded run)."""
     settings = settings or CheckSettings(explore=ExploreSettings(seed=options.seed))
     stretch = stretch or simulate(options, lr=DEFAULT_LR, optimizer=optimizer)
-    base = initial_image(options, optimizer=optimizer)
+    start = stretch.initial_state()
+    base = initial_image(options, optimizer=optimizer, state=start)
     protocol = (protocol_class or PROTOCOLS[options.system])(base.layout)
     journal = build_journal(protocol, stretch)
-    model = stretch.model
-    reference = Reference(
-        base.table().copy(),
-        pad_params(base.mlp_record("base")[1]),
-        None if model.row_acc() is None else np.zeros_like(model.row_acc()),
-        pad_params(np.zeros(base.layout.mlp_count, np.float32)) if model.adagrad else None,
-    )
+    reference = reference_from(start)
     reference.extend(stretch.facts)
     reference.cache_all(options.batches)
     report = CrashReport(
@@ -343,7 +353,7 @@ def crashcheck(
         leave=False,
     )
     started = time.perf_counter()
-    for state in explorer.walk():
+    for state in explorer.walk(checker.watch):
         before = report.states
         checker.check(state)
         progress.update(report.states - before)

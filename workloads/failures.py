@@ -31,13 +31,13 @@ from components.energy import EnergyReport
 from components.memory.base import stage
 from components.persistence.image import CorruptImage, PmemImage, identity_mismatch
 from components.persistence.journal import Journal, JournalBuilder, Requests
-from components.persistence.protocols import PROTOCOLS, Protocol, Recovery, pad_params
+from components.persistence.protocols import PROTOCOLS, Protocol, Recovery
 from components.sim.engine import Engine
 from components.sim.schedule import Scheduler
 from components.sim.units import parse_time, ticks_to_ms
 from workloads.configure import connected_board, resolve_functional
 from workloads.options import RunOptions, UsageError
-from workloads.oracle import VIOLATION, Reference, expected_for, same_bits, verdict
+from workloads.oracle import VIOLATION, expected_for, reference_from, same_bits, verdict
 from workloads.recording import (
     ModelState,
     Stretch,
@@ -183,18 +183,6 @@ def run_with_failures(
     return inject(options, lr, recorded)[0]
 
 
-def _reference(options: RunOptions, run: Stretch) -> Reference:
-    fresh = initial_image(options)
-    mlp = fresh.mlp_record("base")[1]
-    model = run.model
-    return Reference(
-        fresh.table().copy(),
-        pad_params(mlp),
-        None if model.row_acc() is None else np.zeros_like(model.row_acc()),
-        pad_params(np.zeros_like(mlp)) if model.adagrad else None,
-    )
-
-
 def resume_from_image(
     options: RunOptions, lr: float = DEFAULT_LR, recorded: Stretch | None = None
 ) -> dict[str, Any]:
@@ -203,7 +191,7 @@ def resume_from_image(
     check_image_identity(options)
     reference_run = recorded or simulate(options, lr=lr)
     image = PmemImage.open(options.pmem_image)
-    history = _reference(options, reference_run)
+    history = reference_from(reference_run.initial_state())
     history.extend(reference_run.facts)
     protocol = PROTOCOLS[options.system](image.layout)
     want = expected_for(protocol.system_kind, image)
@@ -242,8 +230,9 @@ def inject(
 ) -> tuple[list[dict[str, Any]], Stretch]:
     """The failure entries and the last stretch (whose model is the final one)."""
     reference_run = recorded or simulate(options, lr=lr)
-    image = initial_image(options, options.pmem_image, lr=lr)
-    history = _reference(options, reference_run)
+    start = reference_run.initial_state()
+    image = initial_image(options, options.pmem_image, lr=lr, state=start)
+    history = reference_from(start)
     history.extend(reference_run.facts)
     pending = failure_ticks(options, reference_run.end_tick)
     stretch, offset, results = reference_run, 0, []

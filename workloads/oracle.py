@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from components.persistence.image import FLAG_NAMES, RECORD_HEADER, PmemImage
-from components.persistence.protocols import BatchFacts, Recovery
+from components.persistence.protocols import BatchFacts, Recovery, pad_params
 
 EXACT, WITHIN_GAP, DETECTED, VIOLATION = "exact", "within_gap", "detected", "violation"
 
@@ -142,6 +142,18 @@ class Reference:
         if batch == 0 or not self.facts:
             return self.initial[1], self.initial[3]
         raise KeyError(f"no reference MLPs at batch {batch}")
+
+
+def reference_from(state) -> Reference:
+    """A reference starting at the initial weights (a ModelState; Adagrad accumulators
+    start at zero)."""
+    adagrad = state.row_acc is not None
+    return Reference(
+        state.table.copy(),
+        pad_params(state.mlp),
+        np.zeros_like(state.row_acc) if adagrad else None,
+        pad_params(np.zeros_like(state.mlp)) if adagrad else None,
+    )
 
 
 def _copy(a: np.ndarray | None) -> np.ndarray | None:

@@ -28,7 +28,6 @@ from components.persistence.protocols import (
     BatchFacts,
     OpView,
     Protocol,
-    pad_params,
 )
 from components.sim.engine import Engine
 from components.sim.schedule import OpRecord, Scheduler
@@ -109,14 +108,29 @@ class RecordingDLRM(DLRM):
         super().apply_rows(rows, values)
 
     def _snapshot(self) -> tuple[np.ndarray, np.ndarray | None]:
-        acc = self.mlp_acc_flat()
-        return pad_params(self.mlp_flat()), None if acc is None else pad_params(acc)
+        """MLP parameters (and accumulators), flat and padded to whole words, copied
+        once straight from the layers."""
+        params = _flat_padded([p for layer in self.mlp_layers for p in layer])
+        if not self.adagrad:
+            return params, None
+        return params, _flat_padded([a for pair in self._mlp_acc for a in pair])
 
     def apply_mlp(self, grads) -> None:
         if not self.mlp_states:
             self.mlp_states.append(self._snapshot())
         super().apply_mlp(grads)
         self.mlp_states.append(self._snapshot())
+
+
+def _flat_padded(arrays: list[np.ndarray]) -> np.ndarray:
+    total = sum(a.size for a in arrays)
+    out = np.empty(-(-total // 2) * 2, dtype=np.float32)
+    out[total:] = 0
+    pos = 0
+    for a in arrays:
+        out[pos : pos + a.size] = a.reshape(-1)
+        pos += a.size
+    return out
 
 
 class WriteLog:
@@ -165,6 +179,24 @@ class Stretch:
             return live
         later = [r for r in self.records if r.start > tick]
         return [min(later, key=lambda r: r.start)] if later else [self.records[-1]]
+
+    def initial_state(self) -> ModelState:
+        """The weights the stretch started from, rebuilt from its final model and every
+        batch's recorded old values (no second model initialization)."""
+        model = self.model
+        table = model.table.copy()
+        acc = None if model.row_acc() is None else model.row_acc().copy()
+        for n in sorted(self.facts, reverse=True):
+            f = self.facts[n]
+            table[f.rows] = f.old
+            if acc is not None:
+                acc[f.rows] = f.old_acc
+        first = self.facts[min(self.facts)] if self.facts else None
+        count = model.spec.mlp_param_count
+        if first is None:
+            return model.state()
+        mlp_acc = None if first.mlp_acc_before is None else first.mlp_acc_before[:count].copy()
+        return ModelState(table, first.mlp_before[:count].copy(), acc, mlp_acc)
 
     def ops(self) -> list[OpView]:
         empty = Requests.empty()
@@ -282,14 +314,16 @@ def initial_image(
     path: str | None = None,
     optimizer: str = "sgd",
     lr: float = DEFAULT_LR,
+    state: ModelState | None = None,
 ) -> PmemImage:
-    """The image formatted with the seeded initial weights (and its identity)."""
-    spec, _ = resolve_functional(options)
-    model = DLRM(spec, seed=options.seed)
+    """The image formatted with the seeded initial weights (``state``, when the caller
+    has them already) and its identity."""
+    if state is None:
+        spec, _ = resolve_functional(options)
+        model = DLRM(spec, seed=options.seed)
+        state = ModelState(model.table, model.mlp_flat())
     layout = image_layout(options, optimizer)
-    return PmemImage.create(
-        layout, model.table, model.mlp_flat(), path, identity(options, optimizer, lr)
-    )
+    return PmemImage.create(layout, state.table, state.mlp, path, identity(options, optimizer, lr))
 
 
 def protocol_for(system: str, layout: ImageLayout) -> Protocol:

@@ -65,6 +65,10 @@ class WordOverlay:
         return np.flatnonzero(np.bincount(index, minlength=self.starts.size))
 
     def bump(self, regions: np.ndarray) -> None:
+        if regions.size == 1:
+            self.gen[regions[0]] = self._next
+            self._next += 1
+            return
         self.gen[regions] = self._next + np.arange(regions.size)
         self._next += regions.size
 
@@ -74,8 +78,10 @@ class WordOverlay:
             self.words[dst] = values
             self.bump(self.regions(dst))
 
-    def push(self, dst: np.ndarray, values: np.ndarray) -> None:
-        regions = self.regions(dst)
+    def push(self, dst: np.ndarray, values: np.ndarray, regions: np.ndarray | None = None) -> None:
+        """Write ``values`` at word indices ``dst`` until popped (``regions``: the regions
+        they fall in, when the caller knows them)."""
+        regions = self.regions(dst) if regions is None else regions
         self._stack.append((dst, self.words[dst], regions, self.gen[regions].copy()))
         if dst.size:
             self.words[dst] = values
@@ -99,7 +105,8 @@ class WordOverlay:
 @dataclass
 class CrashState:
     """One crash state while the explorer holds the image in it. ``durable``/``torn``:
-    the in-flight pieces made fully / partly durable (reordered states only)."""
+    the in-flight pieces made fully / partly durable (reordered states only);
+    ``touched``: regions the state changes relative to the prefix walk's image."""
 
     mode: str
     tick: int
@@ -107,14 +114,29 @@ class CrashState:
     durable: np.ndarray | None = None
     torn: np.ndarray | None = None
     touched: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    count: int = 1
     _apply: object = None
+    _applied: set = field(default_factory=set)
 
-    def apply(self) -> None:
-        """Put the image in this state (reordered states are applied lazily, so a
-        consumer that can reuse an earlier verdict need not pay for the overlay)."""
-        if self._apply is not None:
-            self._apply()
-            self._apply = None
+    def apply(self, regions=None) -> None:
+        """Put the image in this state, in the given regions only (None: all). Reordered
+        states are applied lazily: a consumer that can reuse an earlier verdict, or whose
+        recovery reads only some regions, need not pay for the rest of the overlay."""
+        if self._apply is None:
+            return
+        wanted = set(self.touched.tolist()) if regions is None else set(regions)
+        wanted &= set(self.touched.tolist())
+        wanted -= self._applied
+        if wanted:
+            self._apply(np.array(sorted(wanted), dtype=np.int64))
+            self._applied |= wanted
+
+    @property
+    def pending(self) -> set:
+        """Touched regions not applied yet."""
+        if self._apply is None:
+            return set()
+        return set(self.touched.tolist()) - self._applied
 
 
 @dataclass
@@ -140,29 +162,71 @@ class CrashExplorer:
         self._pre: dict[int, np.ndarray] = {}
 
     # ----- the walk ---------------------------------------------------------------------
-    def walk(self) -> Iterator[CrashState]:
+    def walk(self, watch=None) -> Iterator[CrashState]:
+        """Every selected crash state, in tick order. ``watch``: called after a prefix
+        state, the regions the consumer's verdict on the current image depends on (or
+        None); the following prefix states that change none of them (nor any interval
+        starting) are yielded as ONE state with ``count`` > 1: the verdict is theirs too."""
         j, s = self.journal, self.settings
         prefix = self._prefix_ticks()
         intervals = np.unique(np.concatenate([j.lo, j.hi])) if s.budget else np.zeros(0, int)
         ticks = np.unique(np.concatenate([prefix, intervals, [0]]))
-        by_p = np.argsort(j.p, kind="stable")
-        by_hi = np.argsort(j.hi, kind="stable")
-        done_p = done_hi = 0
-        prefix_set = set(prefix.tolist())
-        interval_set = set(intervals.tolist())
-        for tick in ticks.tolist():
-            stop = int(np.searchsorted(j.p[by_p], tick, side="right"))
-            if stop > done_p:
-                self._advance(by_p[done_p:stop], tick)
-                done_p = stop
-            stop = int(np.searchsorted(j.hi[by_hi], tick, side="right"))
-            for piece in by_hi[done_hi:stop].tolist():
-                self._pre.pop(piece, None)
-            done_hi = stop
-            if tick in prefix_set or tick == 0:
+        is_prefix = np.isin(ticks, prefix) | (ticks == 0)
+        is_interval = np.isin(ticks, intervals)
+        next_interval = np.searchsorted(ticks, intervals)  # tick indices of intervals
+        self._by_p = np.argsort(j.p, kind="stable")
+        self._by_hi = np.argsort(j.hi, kind="stable")
+        self._sorted_p, self._sorted_hi = j.p[self._by_p], j.hi[self._by_hi]
+        self._region_p = j.region[self._by_p]
+        self._done_p = self._done_hi = 0
+        i = 0
+        while i < ticks.size:
+            tick = int(ticks[i])
+            self._to(tick)
+            if is_prefix[i]:
                 yield CrashState("prefix", tick)
-            if tick in interval_set:
+            if is_interval[i]:
                 yield from self._reorder(tick)
+            elif is_prefix[i] and watch is not None:
+                k = int(np.searchsorted(next_interval, i, side="right"))
+                limit = int(next_interval[k]) if k < next_interval.size else ticks.size
+                skip = self._invisible(ticks, i, limit, watch())
+                if skip:
+                    i += skip
+                    self._to(int(ticks[i]))
+                    yield CrashState("prefix", int(ticks[i]), count=skip)
+            i += 1
+
+    def _to(self, tick: int) -> None:
+        """Advance the prefix walk to ``tick``: pieces with p <= tick durable; those
+        whose window closed need no pre-image any more."""
+        stop = int(np.searchsorted(self._sorted_p, tick, side="right"))
+        if stop > self._done_p:
+            self._advance(self._by_p[self._done_p : stop], tick)
+            self._done_p = stop
+        stop = int(np.searchsorted(self._sorted_hi, tick, side="right"))
+        for piece in self._by_hi[self._done_hi : stop].tolist():
+            self._pre.pop(piece, None)
+        self._done_hi = stop
+
+    def _invisible(self, ticks: np.ndarray, i: int, limit: int, watched) -> int:
+        """How many prefix ticks after ticks[i] (before index ``limit``) only make
+        durable pieces outside the ``watched`` regions."""
+        if watched is None or i + 1 >= limit:
+            return 0
+        start = self._done_p
+        if start >= self._region_p.size or self._region_p[start] in watched:
+            return 0
+        window = self._region_p[start : start + (1 << 16)]
+        bad = np.flatnonzero(np.isin(window, np.fromiter(watched, dtype=np.int64)))
+        if bad.size:
+            bound = int(self._sorted_p[start + bad[0]])
+        elif start + window.size < self._region_p.size:
+            bound = int(self._sorted_p[start + window.size])
+        else:
+            bound = np.iinfo(np.int64).max
+        last = int(np.searchsorted(ticks, bound, side="left")) - 1  # last tick < bound
+        return max(min(last, limit - 1) - i, 0)
 
     def _prefix_ticks(self) -> np.ndarray:
         ticks = np.unique(self.journal.p)
@@ -187,11 +251,15 @@ class CrashExplorer:
             self.words[lo : lo + n] = j.sources[int(j.source[piece])][src : src + n]
             self.overlay.bump(j.region[pieces])
             return
-        pieces = pieces[np.lexsort((j.p[pieces], j.epoch[pieces]))]
         open_ = pieces[j.hi[pieces] > tick]
         if open_.size:
-            dst = ranges(j.dst[open_], j.count[open_])
-            old = self.words[dst]
+            open_ = open_[np.argsort(j.dst[open_], kind="stable")]
+            dst, _, _, lengths = j.runs(open_)
+            if dst.size * 64 > lengths.sum():
+                old = self.words[ranges(dst, lengths)]
+            else:
+                spans = zip(dst.tolist(), lengths.tolist(), strict=True)
+                old = np.concatenate([self.words[d : d + n] for d, n in spans])
             splits = np.cumsum(j.count[open_])[:-1]
             for piece, words in zip(open_.tolist(), np.split(old, splits), strict=True):
                 self._pre[piece] = words
@@ -214,10 +282,10 @@ class CrashExplorer:
         seen = np.zeros((track.size, track.size), dtype=bool)
         explored = 0
         exhaustive = words < 63 and (1 << words) <= budget
-        for durable, torn, mode in self._selections(live, words, budget, exhaustive):
-            state = self._state(tick, index, live, durable, torn, mode)
+        for durable, torn, mask, mode in self._selections(live, words, budget, exhaustive):
+            state = self._state(tick, index, live, durable, torn, mask, mode)
             inside = np.isin(track, durable)
-            outside = ~np.isin(track, durable) & ~np.isin(track, [t for t, _ in torn])
+            outside = ~inside & ~np.isin(track, torn)
             seen |= inside[:, None] & outside[None, :]
             explored += 1
             depth = self.overlay.depth
@@ -230,58 +298,58 @@ class CrashExplorer:
         )
 
     def _selections(self, live: np.ndarray, words: int, budget: int, exhaustive: bool):
-        """(fully durable pieces, [(torn piece, word mask)]) of the states to visit."""
+        """(fully durable pieces, torn pieces, their durable words, mode) of the states
+        to visit."""
         n = live.size
+        none = np.zeros(0, dtype=np.int64)
+        counts = self.journal.count[live]
         if exhaustive:
-            counts = self.journal.count[live]
+            owner = np.repeat(np.arange(n), counts)
             for bits in range(1 << words):
                 mask = (bits >> np.arange(words)) & 1 == 1
-                per = np.split(mask, np.cumsum(counts)[:-1])
-                full = live[[m.all() for m in per]]
-                torn = [
-                    (int(p), m) for p, m in zip(live, per, strict=True) if m.any() and not m.all()
-                ]
-                yield full, torn, "full"
+                got = np.bincount(owner, weights=mask, minlength=n)
+                full = got == counts
+                part = (got > 0) & ~full
+                yield live[full], live[part], mask[part[owner]], "full"
             return
         if n < 63 and (1 << n) <= budget:
             for bits in range(1 << n):
-                yield live[(bits >> np.arange(n)) & 1 == 1], [], "full"
+                yield live[(bits >> np.arange(n)) & 1 == 1], none, none.astype(bool), "full"
             left = budget - (1 << n)
         else:
-            yield live[:0], [], "partial"
-            yield live, [], "partial"
+            yield live[:0], none, none.astype(bool), "partial"
+            yield live, none, none.astype(bool), "partial"
             singles = live if n <= budget // 2 else self.rng.choice(live, budget // 4, False)
             for piece in np.sort(singles):
-                yield np.array([piece]), [], "partial"
+                yield np.array([piece]), none, none.astype(bool), "partial"
             left = budget - 2 - singles.size
-        counts = self.journal.count[live]
         for _ in range(max(left, 0)):
             durable = self.rng.random(n) < 0.5
-            torn_pick = durable & (self.rng.random(n) < self.settings.tear) & (counts > 1)
-            torn = [
-                (int(p), self.rng.random(int(c)) < 0.5)
-                for p, c in zip(live[torn_pick], counts[torn_pick], strict=True)
-            ]
-            yield live[durable & ~torn_pick], torn, "partial"
+            torn = durable & (self.rng.random(n) < self.settings.tear) & (counts > 1)
+            masks = self.rng.random(int(counts[torn].sum())) < 0.5
+            yield live[durable & ~torn], live[torn], masks, "partial"
 
-    def _state(self, tick, index, live, durable, torn, mode) -> CrashState:
+    def _state(self, tick, index, live, durable, torn, mask, mode) -> CrashState:
         j = self.journal
-        torn_ids = np.array([p for p, _ in torn], dtype=np.int64)
         applied = live[j.p[live] <= tick]
         revert = np.setdiff1d(applied, durable)
         add = np.setdiff1d(durable, applied)
-        touched = np.unique(j.region[np.concatenate([revert, add, torn_ids])])
+        touched = np.unique(j.region[np.concatenate([revert, add, torn])])
+        owner = np.repeat(np.arange(torn.size), j.count[torn])
 
-        def apply() -> None:
-            if revert.size:
-                dst = ranges(j.dst[revert], j.count[revert])
-                old = np.concatenate([self._pre[p] for p in revert.tolist()])
-                self.overlay.push(dst, old)
-            if add.size:
-                self.overlay.push(*j.words_of(add))
-            if torn_ids.size:
-                dst, values = j.words_of(torn_ids)
-                mask = np.concatenate([m for _, m in torn])
-                self.overlay.push(dst[mask], values[mask])
+        def apply(regions: np.ndarray) -> None:
+            back = revert[np.isin(j.region[revert], regions)]
+            if back.size:
+                dst = ranges(j.dst[back], j.count[back])
+                old = np.concatenate([self._pre[p] for p in back.tolist()])
+                self.overlay.push(dst, old, np.unique(j.region[back]))
+            more = add[np.isin(j.region[add], regions)]
+            if more.size:
+                self.overlay.push(*j.words_of(more), np.unique(j.region[more]))
+            keep = np.isin(j.region[torn], regions)
+            if keep.any():
+                dst, values = j.words_of(torn[keep])
+                words = mask[keep[owner]]
+                self.overlay.push(dst[words], values[words], np.unique(j.region[torn[keep]]))
 
-        return CrashState(mode, tick, index, durable, torn_ids, touched, apply)
+        return CrashState(mode, tick, index, durable, torn, touched, _apply=apply)

@@ -201,6 +201,7 @@ class PmemImage:
         self.identity = identity or {}
         self.reads: set[str] | None = None
         self.generation = None  # region name -> content generation (CRC checks memoized)
+        self.on_read = None  # called with a region's name before it is read
         self._crcs: dict[tuple, int] = {}
 
     # ----- creation and opening ---------------------------------------------------
@@ -275,10 +276,13 @@ class PmemImage:
         self.buf[offset : offset + data.size] = data
 
     def _read(self, name: str) -> None:
+        if self.on_read is not None:
+            self.on_read(name)
         if self.reads is not None:
             self.reads.add(name)
 
     def region(self, name: str) -> np.ndarray:
+        """A region's bytes (a view). Recovery reads the image only through here."""
         self._read(name)
         offset, size = self.layout.regions()[name]
         return self.buf[offset : offset + size]

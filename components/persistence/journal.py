@@ -133,14 +133,34 @@ class Journal:
         if sel.size == 0:
             return
         if not self._overlapping(sel):
-            dst, values = self.words_of(sel)
-            words[dst] = values
+            self._write(words, sel)
             return
         order = sel[np.lexsort((self.p[sel], self.epoch[sel]))]
         cuts = np.flatnonzero(np.diff(self.epoch[order])) + 1
         for group in np.split(order, cuts):
-            dst, values = self.words_of(group)
-            words[dst] = values
+            self._write(words, group)
+
+    def runs(self, sel: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The pieces ``sel`` merged into maximal runs contiguous in the image and in one
+        payload source: (image word, source, source word, length) per run."""
+        sel = sel[np.lexsort((self.dst[sel],))]
+        dst, src, source, count = self.dst[sel], self.src[sel], self.source[sel], self.count[sel]
+        joined = (dst[1:] == dst[:-1] + count[:-1]) & (source[1:] == source[:-1])
+        joined &= src[1:] == src[:-1] + count[:-1]
+        starts = np.flatnonzero(np.r_[True, ~joined])
+        lengths = np.add.reduceat(count, starts) if starts.size else starts
+        return dst[starts], source[starts], src[starts], lengths
+
+    def _write(self, words: np.ndarray, sel: np.ndarray) -> None:
+        """Write non-overlapping pieces: long runs as slices, many short ones gathered."""
+        dst, source, src, lengths = self.runs(sel)
+        if dst.size * 64 > lengths.sum():
+            d, values = self.words_of(sel)
+            words[d] = values
+            return
+        spans = zip(dst.tolist(), source.tolist(), src.tolist(), lengths.tolist(), strict=True)
+        for d, s, at, n in spans:
+            words[d : d + n] = self.sources[s][at : at + n]
 
     def _overlapping(self, sel: np.ndarray) -> bool:
         start = self.dst[sel]
