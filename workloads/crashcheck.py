@@ -115,7 +115,6 @@ class Checker:
         reference: Reference,
         report: CrashReport,
         settings: CheckSettings,
-        estimate: int,
     ) -> None:
         self.explorer = explorer
         self.protocol = protocol
@@ -133,8 +132,11 @@ class Checker:
         self.candidates: dict[int, set[tuple[int, ...]]] = defaultdict(set)
         self.mlp_memo: dict[tuple, bool] = {}
         self.rng = np.random.default_rng([settings.explore.seed, 29])
-        self.p_interrupt = min(1.0, 3.0 * settings.interrupted / max(estimate, 1))
-        self.p_media = min(1.0, 3.0 * settings.media / max(estimate, 1))
+        end = max(explorer.journal.end, 1)
+        self.due = {  # ticks from which the next of each family is drawn: spread over the run
+            "interrupted": list(np.linspace(0, end, settings.interrupted, endpoint=False)),
+            "media": list(np.linspace(0, end, settings.media, endpoint=False)),
+        }
         self.always = {self.index[n] for n in ("flags", "base", "data")}
         if self.layout.adagrad:
             self.always.add(self.index["rowacc"])
@@ -255,12 +257,19 @@ class Checker:
     def explore_recovery(self, rec: Recovery, state: CrashState, regions: tuple) -> None:
         epochs = [e for e in rec.epochs if any(group.count for group in e)]
         want = expected_for(self.protocol.system_kind, self.image)
-        if epochs and self.rng.random() < self.p_interrupt:
-            if self.report.interrupted < self.settings.interrupted:
-                self.interrupt(epochs, want, state)
-        read = self.records_read
-        if read and self.rng.random() < self.p_media and self.report.media < self.settings.media:
-            self.flip(read, want, state)
+        if epochs and self._due("interrupted", state.tick):
+            self.interrupt(epochs, want, state)
+        if self.records_read and self._due("media", state.tick):
+            self.flip(self.records_read, want, state)
+
+    def _due(self, family: str, tick: int) -> bool:
+        """Whether a state at ``tick`` takes the next draw of ``family`` (draws not
+        taken when due wait for the next distinct recovery)."""
+        due = self.due[family]
+        if not due or tick < due[0]:
+            return False
+        due.pop(0)
+        return True
 
     def interrupt(self, epochs: list[list[Writes]], want: Expected, state: CrashState) -> None:
         """A failure inside recovery epoch k: epochs before k durable, any subset of k's
@@ -341,9 +350,9 @@ def crashcheck(
         unmatched_bytes=journal.unmatched_bytes,
         unhonoured_fences=list(journal.unhonoured_fences),
     )
-    explorer = CrashExplorer(journal, base.words, settings.explore)
+    explorer = CrashExplorer(journal, base.words, settings.explore, copy=False)
     estimate = _estimate(journal, settings.explore)
-    checker = Checker(explorer, protocol, reference, report, settings, estimate)
+    checker = Checker(explorer, protocol, reference, report, settings)
     progress = tqdm(
         total=estimate,
         desc=f"crash states {options.system}",

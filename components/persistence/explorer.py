@@ -150,12 +150,19 @@ class IntervalStats:
 
 
 class CrashExplorer:
-    """Walks the crash states of ``journal`` over a copy of ``base_words``."""
+    """Walks the crash states of ``journal`` over (a copy of) ``base_words``."""
 
-    def __init__(self, journal: Journal, base_words: np.ndarray, settings: ExploreSettings) -> None:
+    def __init__(
+        self,
+        journal: Journal,
+        base_words: np.ndarray,
+        settings: ExploreSettings,
+        copy: bool = True,
+    ) -> None:
+        """``copy=False``: walk in ``base_words`` itself (it ends as the last state)."""
         self.journal = journal
         self.settings = settings
-        self.words = np.array(base_words, copy=True)
+        self.words = np.array(base_words, copy=True) if copy else base_words
         self.overlay = WordOverlay(self.words, journal.layout.region_starts()[1])
         self.rng = np.random.default_rng([settings.seed, 13])
         self.intervals: list[IntervalStats] = []
