@@ -143,7 +143,7 @@ def recover(
 
 
 # ----- the failure runs ------------------------------------------------------------------
-def check_options(options: RunOptions) -> None:
+def check_options(options: RunOptions, optimizer: str = "sgd") -> None:
     """Refuse, before any work, what a failure run cannot honour."""
     if options.pmem_image and Path(options.pmem_image).exists():
         if options.fail_at or options.fail_random:
@@ -152,13 +152,13 @@ def check_options(options: RunOptions) -> None:
                 "a run given an image recovers from it; delete the image to inject failures "
                 "into a fresh run"
             )
-        check_image_identity(options)
+        check_image_identity(options, optimizer)
 
 
-def check_image_identity(options: RunOptions) -> None:
+def check_image_identity(options: RunOptions, optimizer: str = "sgd") -> None:
     """An image written by another configuration is refused, and left unmodified."""
     image = PmemImage.open(options.pmem_image, writable=False)
-    differences = identity_mismatch(image.identity, identity(options))
+    differences = identity_mismatch(image.identity, identity(options, optimizer))
     if differences:
         raise UsageError(
             f"PMEM image {options.pmem_image} was written by another configuration: "
@@ -166,30 +166,36 @@ def check_image_identity(options: RunOptions) -> None:
         )
 
 
-def record_run(options: RunOptions, lr: float = DEFAULT_LR) -> Stretch:
+def record_run(options: RunOptions, lr: float = DEFAULT_LR, optimizer: str = "sgd") -> Stretch:
     """The one recorded run a failure run needs (checked first)."""
-    check_options(options)
-    return simulate(options, lr=lr)
+    check_options(options, optimizer)
+    return simulate(options, lr=lr, optimizer=optimizer)
 
 
 def run_with_failures(
-    options: RunOptions, recorded: Stretch | None = None, lr: float = DEFAULT_LR
+    options: RunOptions,
+    recorded: Stretch | None = None,
+    lr: float = DEFAULT_LR,
+    optimizer: str = "sgd",
 ) -> list[dict[str, Any]]:
     """Inject the requested failures; one results.json ``failure`` entry per failure.
     An existing --pmem-image is recovered from instead (power returning to a cut image)."""
-    check_options(options)
+    check_options(options, optimizer)
     if options.pmem_image and Path(options.pmem_image).exists():
-        return [resume_from_image(options, lr, recorded)]
-    return inject(options, lr, recorded)[0]
+        return [resume_from_image(options, lr, recorded, optimizer)]
+    return inject(options, lr, recorded, optimizer)[0]
 
 
 def resume_from_image(
-    options: RunOptions, lr: float = DEFAULT_LR, recorded: Stretch | None = None
+    options: RunOptions,
+    lr: float = DEFAULT_LR,
+    recorded: Stretch | None = None,
+    optimizer: str = "sgd",
 ) -> dict[str, Any]:
     """Recover the training state from an image left by an earlier process, resume to
     options.batches, and judge the recovery and the final model against the reference."""
-    check_image_identity(options)
-    reference_run = recorded or simulate(options, lr=lr)
+    check_image_identity(options, optimizer)
+    reference_run = recorded or simulate(options, lr=lr, optimizer=optimizer)
     image = PmemImage.open(options.pmem_image)
     history = reference_from(reference_run.initial_state())
     history.extend(reference_run.facts)
@@ -200,7 +206,7 @@ def resume_from_image(
     final = reference_run.model
     if rec.batch < options.batches:
         state = ModelState(rec.table, rec.mlp, rec.row_acc, rec.mlp_acc)
-        stretch = simulate(options, rec.batch, state, lr)
+        stretch = simulate(options, rec.batch, state, lr, optimizer)
         build_journal(PROTOCOLS[options.system](image.layout), stretch).image_at(
             image.words, np.iinfo(np.int64).max
         )
@@ -226,12 +232,15 @@ def _same_model(a, b) -> bool:
 
 
 def inject(
-    options: RunOptions, lr: float = DEFAULT_LR, recorded: Stretch | None = None
+    options: RunOptions,
+    lr: float = DEFAULT_LR,
+    recorded: Stretch | None = None,
+    optimizer: str = "sgd",
 ) -> tuple[list[dict[str, Any]], Stretch]:
     """The failure entries and the last stretch (whose model is the final one)."""
-    reference_run = recorded or simulate(options, lr=lr)
+    reference_run = recorded or simulate(options, lr=lr, optimizer=optimizer)
     start = reference_run.initial_state()
-    image = initial_image(options, options.pmem_image, lr=lr, state=start)
+    image = initial_image(options, options.pmem_image, optimizer, lr, start)
     history = reference_from(start)
     history.extend(reference_run.facts)
     pending = failure_ticks(options, reference_run.end_tick)
@@ -279,7 +288,7 @@ def inject(
         if rec.batch >= options.batches:
             break
         state = ModelState(rec.table, rec.mlp, rec.row_acc, rec.mlp_acc)
-        stretch = simulate(options, rec.batch, state, lr)
+        stretch = simulate(options, rec.batch, state, lr, optimizer)
         history.extend(stretch.facts)
     if pending:
         end = ticks_to_ms(offset + stretch.end_tick)
