@@ -47,6 +47,17 @@ def test_every_allowed_crash_state_of_a_real_protocol_recovers(system):
         assert report.verdicts["within_gap"] > 1000
 
 
+def test_relaxed_copies_spanning_many_slices_and_snapshots_recover():
+    """A model whose MLPs take four FI + top-MLP windows to log: every copy is written
+    by several slices while the GPU takes newer snapshots; each copy must hold one
+    snapshot throughout (a copy attributed slice by slice fails its CRC)."""
+    options = RunOptions(system="cxl", model="dlrm_kaggle", rows=50, batch_size=64, batches=24)
+    options.progress = False
+    settings = CheckSettings(ExploreSettings(prefix=2000, budget=8), interrupted=50, media=10)
+    report = crashcheck(options, settings)
+    assert report.violations == [] and report.verdicts["within_gap"] > 1000
+
+
 @pytest.mark.parametrize("system, mutant", MUTANTS, ids=[m.__name__ for _, m in MUTANTS])
 def test_every_broken_protocol_is_caught_at_the_default_settings(system, mutant):
     report = crashcheck(mutant_run(system), protocol_class=mutant)

@@ -384,9 +384,10 @@ class RelaxedUndoProtocol(UndoProtocol):
     """CXL's relaxed checkpoint: per-batch embedding log, MLP copies over slices.
 
     Which bytes of a copy a slice wrote, and whether it wrote the copy's header and
-    flag, is what the board's requests say. A copy holds the MLPs of the newest
-    ``mlp_snapshot`` the GPU had finished when the copy's first payload request was
-    issued (the GPU answers the pulls from its snapshot buffer)."""
+    flag, is what the board's requests say. A copy (from the slice that writes its
+    first bytes to the one that writes its header) holds the MLPs of the newest
+    ``mlp_snapshot`` the GPU had finished when its first payload request was issued
+    (the GPU answers the pulls from its snapshot buffer, kept until the copy is done)."""
 
     system_kind = "relaxed"
 
@@ -409,7 +410,7 @@ class RelaxedUndoProtocol(UndoProtocol):
                 flag = bool((addr == lay.flag_offset(f"mlp{slot}")).any())
                 if not (payload or header or flag):
                     continue
-                if payload:
+                if payload and int(addr[inside].min()) == start + RECORD_HEADER:  # a new copy
                     first = int(op.requests.issued[inside].min())
                     taken = [batch for end, batch in snapshots if end <= first]
                     current[slot] = taken[-1] if taken else None
