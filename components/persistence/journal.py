@@ -63,11 +63,6 @@ class Requests:
     def __len__(self) -> int:
         return int(self.addr.size)
 
-    def touches(self, start: int, stop: int) -> bool:
-        """Whether any request writes a byte of [start, stop)."""
-        i = np.searchsorted(self.addr, stop, side="left")
-        return bool(i > 0 and self.end[i - 1] > start)
-
 
 @dataclass
 class Journal:
@@ -276,6 +271,11 @@ class JournalBuilder:
             z = np.zeros(0, dtype=np.int64)
             return Journal(self.layout, z, z, z, z, z, z, z, z, z, z, np.zeros(0, bool), [], [])
         cols = {k: np.concatenate(v) for k, v in self._cols.items()}
+        fence = np.zeros(self._epochs, dtype=np.int64)
+        np.maximum.at(fence, cols["epoch"], cols["hi"])
+        rank = np.empty(self._epochs, dtype=np.int64)
+        rank[np.lexsort((np.arange(self._epochs), fence))] = np.arange(self._epochs)
+        cols["epoch"] = rank[cols["epoch"]]  # epoch ids in the order of their fences
         sources, remap, offset = [], {}, {}
         small = [i for i, s in enumerate(self._sources) if s.nbytes < POOL_LIMIT]
         if small:
