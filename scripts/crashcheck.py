@@ -1,12 +1,16 @@
-"""Enumerate crash states of one recorded run and check each system's recovery.
+"""Explore the crash states of one recorded run and check each system's recovery.
 
     python scripts/crashcheck.py --system cxl-b --model rmc1 --rows 64 --batch-size 8 \
-        --batches 4 [--sample 500]
+        --batches 4 [--sample K] [--budget N] [--interrupted N] [--media-faults N]
 
-Simulates the run once, cuts its journal of persisted writes at every persist event
-(or a random sample of K), recovers each image and compares it with the failure-free
-reference. Prints every violation (tick, regions, why), then a JSON summary line
-{"states", "states_per_second", "violations"}. Bad input: one error line, exit 2.
+Simulates the run once and walks the crash states the persistency model allows
+(docs/failures.md): the timing's own persist order at every persist tick (or K sampled
+ones), then in every crash interval the reorderings and torn subsets of the writes in
+flight (all of them when at most --budget, else --budget seeded samples), failures
+during recovery and bit flips in the records recovery reads. Prints every violation
+(tick, mode, regions, why), a summary line on stderr (states per second, coverage of
+the sampled intervals), then a JSON summary line on stdout. Exit 0 clean, 1 with
+violations, 2 bad input.
 """
 
 from __future__ import annotations
@@ -21,8 +25,10 @@ from workloads.startup import quiet_interrupts  # noqa: E402
 
 quiet_interrupts("crashcheck.py")
 
+from components.persistence.explorer import ExploreSettings  # noqa: E402
+from components.persistence.image import OPTIMIZERS  # noqa: E402
 from workloads.cli import QuietParser, UsageError, run_main  # noqa: E402
-from workloads.crashcheck import crashcheck  # noqa: E402
+from workloads.crashcheck import CheckSettings, crashcheck  # noqa: E402
 from workloads.job import validate  # noqa: E402
 from workloads.options import add_run_options, options_from_args  # noqa: E402
 from workloads.preflight import check_crashcheck  # noqa: E402
@@ -30,28 +36,75 @@ from workloads.preflight import check_crashcheck  # noqa: E402
 PROG = "crashcheck.py"
 UNUSED = ("--outdir", "--functional", "--fail-at", "--fail-random", "--pmem-image")
 UNUSED += ("--halt-on-failure", "--plot")  # a crash check writes no outputs, cuts every state
+DEFAULTS = CheckSettings()
+
+
+def settings_from_args(args, seed: int) -> CheckSettings:
+    for name in ("sample", "budget", "interrupted", "media_faults"):
+        if getattr(args, name) < 0:
+            flag = "--" + name.replace("_", "-")
+            raise UsageError(f"{flag} must not be negative, got {getattr(args, name)}")
+    explore = ExploreSettings(prefix=args.sample or -1, budget=args.budget, seed=seed)
+    return CheckSettings(explore, args.interrupted, args.media_faults)
 
 
 def main(argv: list[str]) -> int:
     parser = QuietParser(prog=PROG, description=__doc__.splitlines()[0])
     add_run_options(parser, exclude=UNUSED)
-    parser.add_argument("--sample", type=int, default=0, help="check K random crash states")
+    parser.add_argument(
+        "--sample", type=int, default=0, help="prefix walk at K random persist ticks (0: all)"
+    )
+    parser.add_argument(
+        "--budget",
+        type=int,
+        default=DEFAULTS.explore.budget,
+        help="states per crash interval, reordered and torn (0: the prefix walk only)",
+    )
+    parser.add_argument(
+        "--interrupted",
+        type=int,
+        default=DEFAULTS.interrupted,
+        help="failures during recovery to check",
+    )
+    parser.add_argument(
+        "--media-faults",
+        type=int,
+        default=DEFAULTS.media,
+        help="bit flips in records recovery reads to check",
+    )
+    parser.add_argument("--optimizer", default="sgd", choices=OPTIMIZERS, help="training optimizer")
 
     def body() -> int:
         args = parser.parse_args(argv)
-        if args.sample < 0:
-            raise UsageError(f"--sample must not be negative, got {args.sample}")
         options = options_from_args(args)
+        settings = settings_from_args(args, options.seed)
         validate(options, writes_outdir=False)
         check_crashcheck(options, args.sample)
-        report = crashcheck(options, args.sample)
+        options.progress = False
+        report = crashcheck(options, settings, optimizer=args.optimizer)
         for violation in report.violations:
             print(
-                f"violation at tick {violation['tick']} in {violation['regions']}: "
-                f"{violation['why']}"
+                f"violation at tick {violation['tick']} ({violation['mode']}) in "
+                f"{violation['regions']}: {violation['why']}"
             )
-        print(f"{options.system}: {report.states} crash states, {report.verdicts}", file=sys.stderr)
-        print(json.dumps(report.summary()))
+        summary = report.summary()
+        coverage = summary["sampled_pair_coverage"]
+        print(
+            f"{options.system}: {report.states} crash states in {report.seconds:.1f} s "
+            f"({report.states_per_second:.0f}/s; {report.recoveries} recoveries run), "
+            f"{report.intervals} crash intervals ({report.exhaustive_intervals} exhaustive; "
+            f"sampled ones: ordered-pair coverage mean {coverage['mean']:.3f}, "
+            f"min {coverage['min']:.3f}), {dict(report.verdicts)}",
+            file=sys.stderr,
+        )
+        if report.unmatched_bytes or report.unhonoured_fences:
+            print(
+                f"{options.system}: {report.unmatched_bytes} B of functional writes no device "
+                f"request carried; {len(report.unhonoured_fences)} declared fences the timing "
+                "did not honour",
+                file=sys.stderr,
+            )
+        print(json.dumps(summary))
         return 1 if report.violations else 0
 
     return run_main(PROG, body)

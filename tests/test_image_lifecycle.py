@@ -1,6 +1,8 @@
-"""A PMEM image outlives the process: halt at a power cut, recover in a later run."""
+"""A PMEM image outlives the process: halt at a power cut, recover in a later run; an
+image is only ever recovered by the configuration that wrote it."""
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,13 +19,24 @@ def run(args, outdir, rows=64):
     return subprocess.run(command, capture_output=True, text=True, timeout=300)
 
 
-def cut_image(tmp_path, system="cxl-b"):
-    """Run until a power cut at 0.2 ms and leave the image as the cut left it."""
+@pytest.fixture(scope="module")
+def cut_images(tmp_path_factory):
+    """Per system: an image as a power cut at 0.2 ms left it, and the halted entry."""
+    out = {}
+    for system in ("cxl-b", "pmem"):
+        where = tmp_path_factory.mktemp(system)
+        image = where / "pmem.img"
+        args = ["--system", system, "--fail-at", "0.2ms", "--pmem-image", str(image)]
+        cut = run([*args, "--halt-on-failure"], where / "cut")
+        assert cut.returncode == 0, cut.stderr
+        out[system] = (image, json.loads((where / "cut" / "results.json").read_text())["failure"])
+    return out
+
+
+def copy_of(cut_images, tmp_path, system="cxl-b") -> Path:
     image = tmp_path / "pmem.img"
-    args = ["--system", system, "--fail-at", "0.2ms", "--pmem-image", str(image)]
-    cut = run([*args, "--halt-on-failure"], tmp_path / "cut")
-    assert cut.returncode == 0, cut.stderr
-    return image, json.loads((tmp_path / "cut" / "results.json").read_text())["failure"]
+    shutil.copy(cut_images[system][0], image)
+    return image
 
 
 def one_line_error(proc, needle):
@@ -33,15 +46,16 @@ def one_line_error(proc, needle):
 
 
 @pytest.mark.parametrize("system", ["cxl-b", "pmem"])
-def test_halted_image_is_recovered_by_a_later_process(tmp_path, system):
-    image, halted = cut_image(tmp_path, system)
-    assert halted["halted"] and halted["tick"] == 200_000_000 and image.is_file()
+def test_halted_image_is_recovered_by_a_later_process(cut_images, tmp_path, system):
+    image = copy_of(cut_images, tmp_path, system)
+    halted = cut_images[system][1]
+    assert halted["halted"] and halted["tick"] == 200_000_000
     back = run(["--system", system, "--pmem-image", str(image)], tmp_path / "back")
     assert back.returncode == 0, back.stderr
     resumed = json.loads((tmp_path / "back" / "results.json").read_text())["failure"]
     assert resumed["verdict"] == "exact"
     assert resumed["resume_batch"] <= halted["batch"]
-    assert resumed["final_model_exact"] is True
+    assert resumed["final_model_exact"] is True and resumed["recovery_ms"] > 0
 
 
 @pytest.mark.parametrize(
@@ -52,15 +66,43 @@ def test_halted_image_is_recovered_by_a_later_process(tmp_path, system):
         (lambda p: p.write_bytes(b""), "shorter than its header"),
     ],
 )
-def test_corrupt_image_is_one_clear_error(tmp_path, damage, needle):
-    image, _ = cut_image(tmp_path)
+def test_corrupt_image_is_one_clear_error(cut_images, tmp_path, damage, needle):
+    image = copy_of(cut_images, tmp_path)
     damage(image)
     proc = run(["--system", "cxl-b", "--pmem-image", str(image)], tmp_path / "back")
     one_line_error(proc, "corrupt PMEM image")
     assert needle in proc.stderr
 
 
-def test_image_of_another_configuration_is_refused(tmp_path):
-    image, _ = cut_image(tmp_path)
-    proc = run(["--system", "cxl-b", "--pmem-image", str(image)], tmp_path / "x", 32)
-    one_line_error(proc, "another model")
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (["--system", "pmem"], "system 'cxl-b' (these options: 'pmem')"),
+        (["--system", "cxl-b", "--batch-size", "4"], "batch_size 8 (these options: 4)"),
+        (["--system", "cxl-b", "--seed", "2"], "seed 1 (these options: 2)"),
+        (["--system", "cxl-b", "--set", "board.cxl_mem.pmem.read_latency=400ns"], "params "),
+        (["--system", "cxl-b", "--model", "dlrm_kaggle"], "model 'rmc1'"),
+    ],
+)
+def test_image_of_another_configuration_is_refused_unmodified(cut_images, tmp_path, args, field):
+    image = copy_of(cut_images, tmp_path)
+    before = image.read_bytes()
+    proc = run([*args, "--pmem-image", str(image)], tmp_path / "x")
+    one_line_error(proc, "was written by another configuration")
+    assert field in proc.stderr
+    assert image.read_bytes() == before
+
+
+def test_rows_of_another_configuration_are_refused(cut_images, tmp_path):
+    image = copy_of(cut_images, tmp_path)
+    proc = run(["--system", "cxl-b", "--pmem-image", str(image)], tmp_path / "x", rows=32)
+    one_line_error(proc, "rows 64 (these options: 32)")
+
+
+def test_fail_at_with_an_existing_image_is_an_error_not_ignored(cut_images, tmp_path):
+    image = copy_of(cut_images, tmp_path)
+    before = image.read_bytes()
+    args = ["--system", "cxl-b", "--pmem-image", str(image), "--fail-at", "0.1ms"]
+    proc = run(args, tmp_path / "x")
+    one_line_error(proc, "--fail-at/--fail-random with an existing --pmem-image")
+    assert image.read_bytes() == before and not (tmp_path / "x" / "results.json").exists()

@@ -1,96 +1,385 @@
-"""Crash-state exploration: one recorded run, every (or a sample of) crash instants.
+"""Crash-state exploration: one recorded run, the crash states the persistency model
+allows, a recovery and a verdict for each.
 
-The run is simulated once; its journal of persisted writes is cut at each crash tick
-in increasing order (the image is advanced incrementally, torn writes applied to a
-copy), the system's recovery runs on the surviving bytes, and the oracle compares
-the result with the failure-free reference states.
+The run is simulated once; its journal (components/persistence/journal.py) is walked
+by the explorer (components/persistence/explorer.py): the timing's own persist order
+(prefix walk), then, in every crash interval, reorderings and torn subsets of the
+writes in flight. Each state is recovered by the system's protocol and judged by the
+oracle against what the protocol guarantees (workloads/oracle.py). A recovery's verdict
+is reused while the bytes of every region it read are unchanged (generations), so
+states that differ only where recovery does not look cost a dictionary lookup.
+
+Two more families are drawn from the states visited: failures DURING recovery (the
+recovery's earlier epochs durable, a torn subset of one epoch, then a fresh recovery
+that must reach the same state) and media faults (one flipped bit in a record the
+recovery read: it must be refused as corrupt or not matter).
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
 from tqdm import tqdm
 
-from components.persistence.image import CorruptImage, PmemImage
-from components.persistence.protocols import PROTOCOLS, Protocol, RelaxedUndoProtocol
+from components.persistence.explorer import CrashExplorer, CrashState, ExploreSettings
+from components.persistence.image import RECORD_HEADER, WORD, CorruptImage, PmemImage
+from components.persistence.protocols import PROTOCOLS, Protocol, Recovery
+from components.persistence.writes import Writes, all_words
 from workloads.options import RunOptions
-from workloads.oracle import VIOLATION, Reference, mlp_age_bound, verdict
-from workloads.recording import build_journal, initial_image, simulate
+from workloads.oracle import (
+    DETECTED,
+    VIOLATION,
+    Expected,
+    Reference,
+    expected_for,
+    mlp_matches,
+    reference_from,
+    verdict,
+)
+from workloads.recording import Stretch, build_journal, initial_image, simulate
+from workloads.training import DEFAULT_LR
+
+RECORDS = ("emb0", "emb1", "mlp0", "mlp1", "base")
+
+
+@dataclass(frozen=True)
+class CheckSettings:
+    """What to explore: ``explore`` (prefix walk and reordering), ``interrupted``
+    failures during recovery and ``media`` bit flips, both drawn at random (seeded)
+    from the distinct recoveries the walk runs."""
+
+    explore: ExploreSettings = ExploreSettings()
+    interrupted: int = 400
+    media: int = 64
 
 
 @dataclass
 class CrashReport:
     states: int = 0
     seconds: float = 0.0
-    verdicts: dict[str, int] = field(default_factory=dict)
+    recoveries: int = 0
+    modes: Counter = field(default_factory=Counter)
+    verdicts: Counter = field(default_factory=Counter)
     violations: list[dict] = field(default_factory=list)
-    gap_bound: int = 0
+    interrupted: int = 0
+    media: int = 0
+    media_detected: int = 0
+    intervals: int = 0
+    exhaustive_intervals: int = 0
+    pair_coverage: tuple[float, float] = (1.0, 1.0)
+    pieces: int = 0
+    unmatched_bytes: int = 0
+    unhonoured_fences: list = field(default_factory=list)
 
     @property
     def states_per_second(self) -> float:
         return self.states / self.seconds if self.seconds > 0 else 0.0
 
+    @property
+    def recoveries_per_second(self) -> float:
+        return self.recoveries / self.seconds if self.seconds > 0 else 0.0
+
     def summary(self) -> dict:
         return {
             "states": self.states,
             "states_per_second": round(self.states_per_second, 1),
+            "recoveries": self.recoveries,
+            "recoveries_per_second": round(self.recoveries_per_second, 1),
+            "by_mode": dict(sorted(self.modes.items())),
+            "verdicts": dict(sorted(self.verdicts.items())),
+            "intervals": self.intervals,
+            "exhaustive_intervals": self.exhaustive_intervals,
+            "sampled_pair_coverage": {
+                "mean": round(self.pair_coverage[0], 4),
+                "min": round(self.pair_coverage[1], 4),
+            },
+            "interrupted_recoveries": self.interrupted,
+            "media_faults": self.media,
+            "media_faults_detected": self.media_detected,
             "violations": len(self.violations),
         }
 
 
+class Checker:
+    """Recovers and judges the explorer's current image, reusing verdicts by the
+    generations of the regions a recovery read."""
+
+    def __init__(
+        self,
+        explorer: CrashExplorer,
+        protocol: Protocol,
+        reference: Reference,
+        report: CrashReport,
+        settings: CheckSettings,
+    ) -> None:
+        self.explorer = explorer
+        self.protocol = protocol
+        self.reference = reference
+        self.report = report
+        self.settings = settings
+        self.layout = explorer.journal.layout
+        self.names, starts = self.layout.region_starts()
+        self.index = {name: i for i, name in enumerate(self.names)}
+        self.starts = starts
+        self.image = PmemImage(self.layout, explorer.words.view(np.uint8))
+        gen = explorer.overlay.gen
+        self.image.generation = lambda name: int(gen[self.index[name]])
+        self.memo: dict[tuple, tuple[str, str]] = {}
+        self.candidates: dict[int, set[tuple[int, ...]]] = defaultdict(set)
+        self.mlp_memo: dict[tuple, bool] = {}
+        self.rng = np.random.default_rng([settings.explore.seed, 29])
+        end = max(explorer.journal.end, 1)
+        self.due = {  # ticks from which the next of each family is drawn: spread over the run
+            "interrupted": list(np.linspace(0, end, settings.interrupted, endpoint=False)),
+            "media": list(np.linspace(0, end, settings.media, endpoint=False)),
+        }
+        self.always = {self.index[n] for n in ("flags", "base", "data")}
+        if self.layout.adagrad:
+            self.always.add(self.index["rowacc"])
+        self.last = None
+
+    # ----- one state --------------------------------------------------------------------
+    def check(self, state: CrashState) -> None:
+        gen = self.explorer.overlay.gen
+        flags = self.index["flags"]
+        touched = set(state.touched.tolist())
+        regions, outcome = (None, None) if flags in touched else self.lookup(touched)
+        if outcome is None:
+            self.image.on_read = lambda name: state.apply([self.index[name]])
+            state.apply(self.always)
+            outcome, regions, rec = self.recover_and_judge()
+            self.memo[(regions, tuple(gen[list(regions)].tolist()))] = outcome
+            self.candidates[int(gen[flags])].add(regions)
+            self.report.recoveries += 1
+            if rec is not None and outcome[0] != VIOLATION:
+                self.explore_recovery(rec, state, regions)
+            self.image.on_read = None
+        self.last = regions if state.mode == "prefix" and outcome[0] != VIOLATION else None
+        self.record(state, outcome)
+
+    def lookup(self, touched: set) -> tuple[tuple | None, tuple[str, str] | None]:
+        """A verdict already reached on the same bytes of every region a recovery read
+        (the state differs only in ``touched`` regions, none of them read)."""
+        gen = self.explorer.overlay.gen
+        for regions in self.candidates.get(int(gen[self.index["flags"]]), ()):
+            if touched.isdisjoint(regions):
+                outcome = self.memo.get((regions, tuple(gen[list(regions)].tolist())))
+                if outcome is not None:
+                    return regions, outcome
+        return None, None
+
+    def watch(self) -> set | None:
+        """The regions the verdict on the current (prefix) image depends on."""
+        return None if self.last is None else set(self.last)
+
+    def recover_and_judge(self) -> tuple[tuple[str, str], tuple[int, ...], Recovery | None]:
+        image = self.image
+        image.reads = set()
+        want = expected_for(self.protocol.system_kind, image)
+        rec, outcome = self.run(want)
+        self.records_read = [n for n in RECORDS if n in image.reads]
+        regions = tuple(sorted({self.index[n] for n in image.reads} | self.always))
+        image.reads = None
+        return outcome, regions, rec
+
+    def run(self, want: Expected, media: bool = False):
+        """Recover the current image; (recovery or None, (verdict, why))."""
+        try:
+            rec = self.protocol.plan(self.image)
+        except CorruptImage as exc:
+            return None, (DETECTED if media else VIOLATION, str(exc))
+        except (ValueError, IndexError, KeyError, TypeError) as exc:
+            return None, (VIOLATION, f"recovery failed: {type(exc).__name__}: {exc}")
+        table, acc = self.recovered_rows(rec)
+        return rec, verdict(self.reference, rec, want, table, acc, self.mlp_equal)
+
+    def recovered_rows(self, rec: Recovery):
+        """The table (and row accumulators) after the recovery's writes, without
+        touching the image."""
+        lay = self.layout
+        out = []
+        for name in ("data", "rowacc") if lay.adagrad else ("data",):
+            start, size = lay.regions()[name]
+            groups = [g for g in rec.writes if g.count and start <= g.offsets[0] < start + size]
+            dst, values = all_words(groups)
+            lo, hi = start // WORD, (start + size) // WORD
+            words = self.explorer.words[lo:hi].copy()
+            inside = (dst >= lo) & (dst < hi)
+            words[dst[inside] - lo] = values[inside]
+            out.append(words)
+        table = out[0].view(np.float32).reshape(lay.total_rows, lay.dim)
+        acc = out[1].view(np.float32)[::2] if lay.adagrad else None
+        return table, acc
+
+    def mlp_equal(self, rec: Recovery, batch: int) -> bool:
+        """MLP comparison memoized by the generation of the region the MLPs are in."""
+        where = (self._where(rec.mlp), self._where(rec.mlp_acc))
+        if None in where:  # not a view of the image: compare directly
+            return mlp_matches(self.reference, rec, batch)
+        key = (batch, *where)
+        if key not in self.mlp_memo:
+            self.mlp_memo[key] = mlp_matches(self.reference, rec, batch)
+        return self.mlp_memo[key]
+
+    def _where(self, array: np.ndarray | None):
+        if array is None:
+            return ()
+        base = self.explorer.words.__array_interface__["data"][0]
+        offset = array.__array_interface__["data"][0] - base
+        if not 0 <= offset < self.explorer.words.nbytes:
+            return None
+        region = int(np.searchsorted(self.starts, offset, side="right") - 1)
+        return (region, offset, int(self.explorer.overlay.gen[region]))
+
+    def record(self, state: CrashState, outcome: tuple[str, str], kind: str | None = None):
+        kind = kind or state.mode
+        count = state.count if kind == state.mode else 1
+        report = self.report
+        report.states += count
+        report.modes[kind] += count
+        report.verdicts[outcome[0]] += count
+        if outcome[0] == VIOLATION:
+            report.violations.append(self.describe(state, kind, outcome[1]))
+
+    def describe(self, state: CrashState, kind: str, why: str) -> dict:
+        j = self.explorer.journal
+        pieces = []
+        if state.durable is not None:
+            pieces = np.concatenate([state.durable, state.torn]).astype(np.int64)
+        regions = sorted({self.names[r] for r in j.region[pieces]}) if len(pieces) else []
+        return {"tick": state.tick, "mode": kind, "regions": regions, "why": why}
+
+    # ----- failures during recovery and media faults -------------------------------------
+    def explore_recovery(self, rec: Recovery, state: CrashState, regions: tuple) -> None:
+        epochs = [e for e in rec.epochs if any(group.count for group in e)]
+        want = expected_for(self.protocol.system_kind, self.image)
+        if epochs and self._due("interrupted", state.tick):
+            self.interrupt(epochs, want, state)
+        if self.records_read and self._due("media", state.tick):
+            self.flip(self.records_read, want, state)
+
+    def _due(self, family: str, tick: int) -> bool:
+        """Whether a state at ``tick`` takes the next draw of ``family`` (draws not
+        taken when due wait for the next distinct recovery)."""
+        due = self.due[family]
+        if not due or tick < due[0]:
+            return False
+        due.pop(0)
+        return True
+
+    def interrupt(self, epochs: list[list[Writes]], want: Expected, state: CrashState) -> None:
+        """A failure inside recovery epoch k: epochs before k durable, any subset of k's
+        writes (each torn to any subset of its words), then a fresh recovery."""
+        overlay = self.explorer.overlay
+        depth = overlay.depth
+        k = int(self.rng.integers(len(epochs)))
+        for epoch in epochs[:k]:
+            overlay.push(*all_words(epoch))
+        dst, values, write = self._epoch_words(epochs[k])
+        durable = self.rng.random(int(write.max()) + 1) < 0.5
+        torn = self.rng.random(durable.size) < self.settings.explore.tear
+        keep = durable[write] & (~torn[write] | (self.rng.random(dst.size) < 0.5))
+        overlay.push(dst[keep], values[keep])
+        _, outcome = self.run(want)
+        overlay.unwind(depth)
+        self.report.interrupted += 1
+        self.record(state, outcome, "interrupted")
+
+    @staticmethod
+    def _epoch_words(epoch: list[Writes]):
+        dsts, values, writes, offset = [], [], [], 0
+        for group in epoch:
+            if not group.count:
+                continue
+            d, v = group.words()
+            dsts.append(d)
+            values.append(v)
+            writes.append(offset + np.repeat(np.arange(group.count), group.size // WORD))
+            offset += group.count
+        return np.concatenate(dsts), np.concatenate(values), np.concatenate(writes)
+
+    def flip(self, read: list[str], want: Expected, state: CrashState) -> None:
+        """Bit rot in one record the recovery read (its header fields or payload)."""
+        lay, image = self.layout, self.image
+        region = read[int(self.rng.integers(len(read)))]
+        start = lay.offset(region)
+        if region.startswith("emb"):
+            count = int(image.buf[start + 8 : start + 16].view("<i8")[0])
+            size = max(min(count, lay.max_rows), 0) * lay.entry_bytes
+        else:
+            size = lay.mlp_bytes
+        spots = 20 + size  # batch, count and CRC, then the payload
+        at = int(self.rng.integers(spots))
+        byte = start + (at if at < 20 else RECORD_HEADER + at - 20)
+        word = byte // WORD
+        bit = np.uint64(1) << np.uint64((byte % WORD) * 8 + int(self.rng.integers(8)))
+        overlay = self.explorer.overlay
+        depth = overlay.depth
+        overlay.push(np.array([word]), np.array([self.explorer.words[word] ^ bit]))
+        _, outcome = self.run(want, media=True)
+        overlay.unwind(depth)
+        self.report.media += 1
+        if outcome[0] == DETECTED:
+            self.report.media_detected += 1
+        self.record(state, outcome, "media")
+
+
 def crashcheck(
     options: RunOptions,
-    sample: int = 0,
+    settings: CheckSettings | None = None,
     protocol_class: type[Protocol] | None = None,
+    optimizer: str = "sgd",
+    stretch: Stretch | None = None,
 ) -> CrashReport:
-    """Check recovery at every persist event of one run (or ``sample`` random ones)."""
-    stretch = simulate(options)
-    base = initial_image(options)
-    protocol = (protocol_class or PROTOCOLS[options.system])(base)
-    journal = build_journal(protocol, stretch).frozen()
-    table, mlp = base.table().copy(), base.mlp_record("base")[1]
-    reference = Reference(table, mlp)
+    """Check recovery at every crash state the settings select (one recorded run)."""
+    settings = settings or CheckSettings(explore=ExploreSettings(seed=options.seed))
+    stretch = stretch or simulate(options, lr=DEFAULT_LR, optimizer=optimizer)
+    start = stretch.initial_state()
+    base = initial_image(options, optimizer=optimizer, state=start)
+    protocol = (protocol_class or PROTOCOLS[options.system])(base.layout)
+    journal = build_journal(protocol, stretch)
+    reference = reference_from(start)
     reference.extend(stretch.facts)
     reference.cache_all(options.batches)
-    report = CrashReport()
-    if isinstance(protocol, RelaxedUndoProtocol):
-        report.gap_bound = mlp_age_bound(
-            protocol.copies, protocol.completed_at, options.batches - 1
-        )
-    points = journal.crash_points()
-    if sample and sample < points.size:
-        rng = np.random.default_rng(options.seed)
-        points = np.sort(rng.choice(points, size=sample, replace=False))
-    started = time.perf_counter()
-    running, applied = base.buf.copy(), 0
+    report = CrashReport(
+        pieces=len(journal),
+        unmatched_bytes=journal.unmatched_bytes,
+        unhonoured_fences=list(journal.unhonoured_fences),
+    )
+    explorer = CrashExplorer(journal, base.words, settings.explore, copy=False)
+    estimate = _estimate(journal, settings.explore)
+    checker = Checker(explorer, protocol, reference, report, settings)
     progress = tqdm(
-        points.tolist(),
+        total=estimate,
         desc=f"crash states {options.system}",
         unit="state",
         file=sys.stderr,
         disable=not options.progress,
         leave=False,
     )
-    for tick in progress:
-        count = journal.durable_count(tick)
-        journal.apply_range(running, applied, count)
-        applied = count
-        buf = running.copy()
-        torn = journal.apply_torn(buf, tick, count)
-        image = PmemImage(base.layout, buf)
-        try:
-            outcome, why = verdict(reference, protocol.recover(image), report.gap_bound)
-        except CorruptImage as exc:
-            outcome, why = VIOLATION, str(exc)
-        report.verdicts[outcome] = report.verdicts.get(outcome, 0) + 1
-        if outcome == VIOLATION:
-            last = [count - 1] if count else []
-            regions = sorted({base.layout.region_of(int(journal.offsets[i])) for i in last + torn})
-            report.violations.append({"tick": tick, "regions": regions, "why": why})
-        report.states += 1
+    started = time.perf_counter()
+    for state in explorer.walk(checker.watch):
+        before = report.states
+        checker.check(state)
+        progress.update(report.states - before)
     report.seconds = time.perf_counter() - started
+    progress.close()
+    sampled = [i.pair_coverage for i in explorer.intervals if not i.exhaustive]
+    report.intervals = len(explorer.intervals)
+    report.exhaustive_intervals = sum(i.exhaustive for i in explorer.intervals)
+    if sampled:
+        report.pair_coverage = (float(np.mean(sampled)), float(np.min(sampled)))
     return report
+
+
+def _estimate(journal, explore: ExploreSettings) -> int:
+    """Roughly how many states the walk will visit (for the progress bar and rates)."""
+    prefix = np.unique(journal.p).size
+    if explore.prefix >= 0:
+        prefix = min(prefix, explore.prefix)
+    intervals = np.unique(np.concatenate([journal.lo, journal.hi])).size if explore.budget else 0
+    return prefix + 1 + intervals * explore.budget

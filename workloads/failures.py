@@ -1,41 +1,56 @@
 """Power failures injected into a run: cut, recover (timed), resume, judge.
 
-The failure-free run of the same options is simulated and recorded first; it is the
-reference. A failure at global tick T cuts the current stretch's journal at T, the
-system's recovery runs on the surviving image (itself interruptible: a failure during
-recovery keeps the prefix of its writes done by then, and recovery starts over), and
-training resumes from the recovered batch on a fresh board until the requested batch
-count or the next failure. Ticks are global: a resumed stretch starts at the tick its
-recovery finished.
+One recorded run of the options (workloads/recording.py) is both the failure-free
+reference and the run whose stats are reported. A failure at global tick T cuts the
+current stretch's journal at T (the timing's own persist order: a write spanning
+several requests is torn at their boundaries), the system's recovery runs on the
+surviving image and is itself timed on the device model (its reads and writes are
+streams on a fresh board's table device, its MLPs go to the GPU over the board's link,
+the engine decides how long that takes); a failure during recovery keeps what the
+recovery's own journal made durable by then, and recovery starts over. Training
+resumes from the recovered batch on a fresh board until the requested batch count or
+the next failure. Ticks are global: a resumed stretch starts when its recovery ended.
 
 The image can also outlive the process: with ``--halt-on-failure`` the run stops at its
 first failure and leaves ``--pmem-image`` exactly as the power cut left it; a later run
-given an existing image opens it (a corrupt or truncated file is an error), recovers
-from it, resumes, and is judged against the same reference.
+given an existing image opens it (a corrupt or truncated file, or an image another
+configuration wrote, is an error and the file is left untouched), recovers from it,
+resumes, and is judged against the same reference. ``--fail-at``/``--fail-random``
+together with an existing image is an error: that run recovers, it does not re-run.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from components.boards.base import TrainingBoard
-from components.persistence.image import PmemImage
-from components.persistence.protocols import PROTOCOLS, Recovery, RelaxedUndoProtocol
-from components.sim.schedule import alone_ticks
-from components.sim.units import TICKS_PER_SECOND, parse_time, ticks_to_ms
+from components.energy import EnergyReport
+from components.memory.base import stage
+from components.persistence.image import CorruptImage, PmemImage, identity_mismatch
+from components.persistence.journal import Journal, JournalBuilder, Requests
+from components.persistence.protocols import PROTOCOLS, Protocol, Recovery
+from components.sim.engine import Engine
+from components.sim.schedule import Scheduler
+from components.sim.units import parse_time, ticks_to_ms
+from workloads.configure import connected_board, resolve_functional
 from workloads.options import RunOptions, UsageError
-from workloads.oracle import Reference, mlp_age_bound, same_bits, verdict
+from workloads.oracle import VIOLATION, expected_for, reference_from, same_bits, verdict
 from workloads.recording import (
+    ModelState,
     Stretch,
+    WriteLog,
     build_journal,
-    image_layout,
+    identity,
     initial_image,
+    persist_domain,
     simulate,
 )
 from workloads.training import DEFAULT_LR
+
+REQUEST = 4096  # bytes per request of a large recovery read or write (one DMA burst)
 
 
 def failure_ticks(options: RunOptions, horizon: int) -> list[int]:
@@ -51,57 +66,152 @@ def failure_ticks(options: RunOptions, horizon: int) -> list[int]:
     return sorted(int(t) for t in ticks)
 
 
-def recovery_cost(board: TrainingBoard, rec: Recovery) -> tuple[int, float]:
-    """Ticks and joules of a recovery: read flags and logs, write the rollback/replay,
-    move the MLPs to the GPU over the board's link, the table device at static power."""
+# ----- recovery on the device model -------------------------------------------------------
+@dataclass
+class RecoveryRun:
+    """A recovery as the device model ran it: duration, energy, its writes' journal."""
+
+    ticks: int
+    energy: float
+    journal: Journal
+
+
+def _requests(offsets: np.ndarray, size: int) -> tuple[np.ndarray, int]:
+    """Addresses of fixed-size requests covering each [offset, offset + size)."""
+    if size <= REQUEST:
+        return np.asarray(offsets, dtype=np.int64), size
+    parts = np.arange(-(-size // REQUEST), dtype=np.int64) * REQUEST
+    return (np.asarray(offsets, dtype=np.int64)[:, None] + parts).reshape(-1), REQUEST
+
+
+def time_recovery(options: RunOptions, rec: Recovery, protocol: Protocol) -> RecoveryRun:
+    """Run one recovery's reads, then each epoch's writes (a fence between epochs), on a
+    fresh board's table device, then move the MLPs to the GPU: a small engine run."""
+    spec, batch_size = resolve_functional(options)
+    engine = Engine()
+    scheduler = Scheduler(engine)
+    board = connected_board(options, spec, batch_size, engine, scheduler)
     device = board.table_memory()
-    media = getattr(device, "ssd", device)
-    ticks = device.idle_read_latency + rec.bytes_read * TICKS_PER_SECOND / device.read_bandwidth
-    if rec.writes:
-        ticks += device.idle_write_latency
-        ticks += rec.bytes_written * TICKS_PER_SECOND / device.write_bandwidth
-    ticks = int(np.ceil(ticks)) + alone_ticks(board.to_gpu(rec.mlp.nbytes))
-    energy = rec.bytes_read * media.read_energy + rec.bytes_written * media.write_energy
-    energy += media.static_power * ticks / TICKS_PER_SECOND
-    return ticks, float(energy)
+    log = WriteLog(device)
+
+    def body(now: int):
+        reads = [device.read(*_requests(o, s)) for o, s in rec.reads if len(o) and s]
+        if reads:
+            yield stage(*reads)
+        for epoch in rec.epochs:
+            writes = [device.write(*_requests(g.offsets, g.size)) for g in epoch if g.count]
+            if writes:
+                yield stage(*writes)
+
+    op = scheduler.op("recovery", "recovery", -1, None, body)
+    mlp_bytes = int(rec.mlp.size * 4 * (2 if rec.mlp_acc is not None else 1))
+    scheduler.op(
+        "recovery_mlp_to_gpu",
+        "transfer",
+        -1,
+        board.to_gpu_resource,
+        lambda now: board.to_gpu(mlp_bytes),
+        deps=[op],
+    )
+    engine.run()
+    builder = JournalBuilder(protocol.layout, ordered=persist_domain(board) != "adr")
+    requests = log.requests()
+    builder.add_op(op.record.uid, 0, rec.epochs, requests.get(op.record.uid, Requests.empty()))
+    ticks = max(engine.now, 1)
+    return RecoveryRun(ticks, EnergyReport.build(board, ticks).total, builder.freeze())
 
 
-def run_with_failures(options: RunOptions) -> list[dict[str, Any]]:
-    """Inject the requested failures; one results.json ``failure`` entry per failure.
-    An existing --pmem-image is recovered from first (power returning to a cut image)."""
+def recover(
+    protocol: Protocol, options: RunOptions, image: PmemImage, pending: list[int], tick: int
+) -> tuple[Recovery, int, float, int]:
+    """Recover, starting over whenever a pending failure lands during recovery: the
+    recovery writes durable by then (its own journal, cut there) stay in the image.
+    Returns (recovery, ticks, joules, interruptions)."""
+    interrupted, total_ticks, total_energy, now = 0, 0, 0.0, tick
+    while True:
+        rec = protocol.plan(image)
+        run = time_recovery(options, rec, protocol)
+        if pending and pending[0] < now + run.ticks:
+            cut = pending.pop(0)
+            run.journal.image_at(image.words, cut - now)
+            total_ticks += cut - now
+            total_energy += run.energy * (cut - now) / run.ticks
+            now, interrupted = cut, interrupted + 1
+            continue
+        done = protocol.finish(image, rec)
+        return done, total_ticks + run.ticks, total_energy + run.energy, interrupted
+
+
+# ----- the failure runs ------------------------------------------------------------------
+def check_options(options: RunOptions, optimizer: str = "sgd") -> None:
+    """Refuse, before any work, what a failure run cannot honour."""
     if options.pmem_image and Path(options.pmem_image).exists():
-        return [resume_from_image(options)]
-    return inject(options)[0]
+        if options.fail_at or options.fail_random:
+            raise UsageError(
+                f"--fail-at/--fail-random with an existing --pmem-image {options.pmem_image}: "
+                "a run given an image recovers from it; delete the image to inject failures "
+                "into a fresh run"
+            )
+        check_image_identity(options, optimizer)
 
 
-def resume_from_image(options: RunOptions, lr: float = DEFAULT_LR) -> dict[str, Any]:
+def check_image_identity(options: RunOptions, optimizer: str = "sgd") -> None:
+    """An image written by another configuration is refused, and left unmodified."""
+    image = PmemImage.open(options.pmem_image, writable=False)
+    differences = identity_mismatch(image.identity, identity(options, optimizer))
+    if differences:
+        raise UsageError(
+            f"PMEM image {options.pmem_image} was written by another configuration: "
+            + "; ".join(differences)
+        )
+
+
+def record_run(options: RunOptions, lr: float = DEFAULT_LR, optimizer: str = "sgd") -> Stretch:
+    """The one recorded run a failure run needs (checked first)."""
+    check_options(options, optimizer)
+    return simulate(options, lr=lr, optimizer=optimizer)
+
+
+def run_with_failures(
+    options: RunOptions,
+    recorded: Stretch | None = None,
+    lr: float = DEFAULT_LR,
+    optimizer: str = "sgd",
+) -> list[dict[str, Any]]:
+    """Inject the requested failures; one results.json ``failure`` entry per failure.
+    An existing --pmem-image is recovered from instead (power returning to a cut image)."""
+    check_options(options, optimizer)
+    if options.pmem_image and Path(options.pmem_image).exists():
+        return [resume_from_image(options, lr, recorded, optimizer)]
+    return inject(options, lr, recorded, optimizer)[0]
+
+
+def resume_from_image(
+    options: RunOptions,
+    lr: float = DEFAULT_LR,
+    recorded: Stretch | None = None,
+    optimizer: str = "sgd",
+) -> dict[str, Any]:
     """Recover the training state from an image left by an earlier process, resume to
     options.batches, and judge the recovery and the final model against the reference."""
+    check_image_identity(options, optimizer)
+    reference_run = recorded or simulate(options, lr=lr, optimizer=optimizer)
     image = PmemImage.open(options.pmem_image)
-    if image.layout != image_layout(options):
-        raise UsageError(
-            f"PMEM image {options.pmem_image} was written by another model or batch size "
-            "than these options describe"
-        )
-    reference_run = simulate(options, lr=lr)
-    fresh = initial_image(options)
-    history = Reference(fresh.table().copy(), fresh.mlp_record("base")[1])
+    history = reference_from(reference_run.initial_state())
     history.extend(reference_run.facts)
-    protocol = PROTOCOLS[options.system](image)
-    rec = protocol.recover(image)
-    ticks, energy = recovery_cost(reference_run.board, rec)
-    # an earlier process's MLP log history is unknown: any earlier boundary is accepted
-    outcome, why = verdict(history, rec, gap_bound=options.batches)
+    protocol = PROTOCOLS[options.system](image.layout)
+    want = expected_for(protocol.system_kind, image)
+    rec, ticks, energy, _ = recover(protocol, options, image, [], 0)
+    outcome, why = verdict(history, rec, want)
     final = reference_run.model
     if rec.batch < options.batches:
-        stretch = simulate(options, rec.batch, (rec.table, rec.mlp), lr)
-        journal = build_journal(PROTOCOLS[options.system](image), stretch).frozen()
-        image.buf[:] = journal.image_at(image.buf, journal.end)
+        state = ModelState(rec.table, rec.mlp, rec.row_acc, rec.mlp_acc)
+        stretch = simulate(options, rec.batch, state, lr, optimizer)
+        build_journal(PROTOCOLS[options.system](image.layout), stretch).image_at(
+            image.words, np.iinfo(np.int64).max
+        )
         final = stretch.model
     image.seal()
-    exact_end = same_bits(final.table, reference_run.model.table) and same_bits(
-        final.mlp_flat(), reference_run.model.mlp_flat()
-    )
     return {
         "resumed_from": str(options.pmem_image),
         "resume_batch": rec.batch,
@@ -110,38 +220,54 @@ def resume_from_image(options: RunOptions, lr: float = DEFAULT_LR) -> dict[str, 
         "recovery_energy_j": round(energy, 9),
         "verdict": outcome,
         "detail": why,
-        "final_model_exact": exact_end,
+        "final_model_exact": _same_model(final, reference_run.model),
     }
 
 
-def inject(options: RunOptions, lr: float = DEFAULT_LR) -> tuple[list[dict[str, Any]], Stretch]:
+def _same_model(a, b) -> bool:
+    same = same_bits(a.table, b.table) and same_bits(a.mlp_flat(), b.mlp_flat())
+    if same and a.row_acc() is not None:
+        same = same_bits(a.row_acc(), b.row_acc()) and same_bits(a.mlp_acc_flat(), b.mlp_acc_flat())
+    return same
+
+
+def inject(
+    options: RunOptions,
+    lr: float = DEFAULT_LR,
+    recorded: Stretch | None = None,
+    optimizer: str = "sgd",
+) -> tuple[list[dict[str, Any]], Stretch]:
     """The failure entries and the last stretch (whose model is the final one)."""
-    reference_run = simulate(options, lr=lr)
-    image = initial_image(options, options.pmem_image)
-    reference = Reference(image.table().copy(), image.mlp_record("base")[1])
-    reference.extend(reference_run.facts)
-    final_reference = (reference_run.model.table.copy(), reference_run.model.mlp_flat())
-    history = Reference(*reference.initial)
+    reference_run = recorded or simulate(options, lr=lr, optimizer=optimizer)
+    start = reference_run.initial_state()
+    image = initial_image(options, options.pmem_image, optimizer, lr, start)
+    history = reference_from(start)
     history.extend(reference_run.facts)
     pending = failure_ticks(options, reference_run.end_tick)
-    stretch, offset, results, mlp_batch = reference_run, 0, [], 0
+    stretch, offset, results = reference_run, 0, []
     while True:
-        protocol = PROTOCOLS[options.system](image)
-        journal = build_journal(protocol, stretch).frozen()
-        bound = _gap_bound(protocol, options, mlp_batch)
+        protocol = PROTOCOLS[options.system](image.layout)
+        journal = build_journal(protocol, stretch)
         if not pending or pending[0] >= offset + stretch.end_tick:
-            image.buf[:] = journal.image_at(image.buf, journal.end)
+            journal.image_at(image.words, np.iinfo(np.int64).max)
             break
         tick = pending.pop(0)
-        image.buf[:] = journal.image_at(image.buf, tick - offset)
+        journal.image_at(image.words, tick - offset)
         running = stretch.running(tick - offset)
         if options.halt_on_failure:
             return [halted_entry(image, tick, running)], stretch
-        rec, recovery_ticks, energy, interrupted = _recover(
-            protocol, stretch.board, image, pending, tick
-        )
-        outcome, why = verdict(history, rec, bound)
+        want = expected_for(protocol.system_kind, image)
         crash_batch = min(r.batch for r in running)
+        try:
+            rec, recovery_ticks, energy, interrupted = recover(
+                protocol, options, image, pending, tick
+            )
+        except CorruptImage as exc:  # a protocol bug: report it, training cannot resume
+            results.append({"tick": tick, "batch": crash_batch, "verdict": VIOLATION,
+                            "detail": str(exc)})  # fmt: skip
+            pending, stretch = [], None
+            break
+        outcome, why = verdict(history, rec, want)
         results.append(
             {
                 "tick": tick,
@@ -158,24 +284,22 @@ def inject(options: RunOptions, lr: float = DEFAULT_LR) -> tuple[list[dict[str, 
                 "detail": why,
             }
         )
-        offset, mlp_batch = tick + recovery_ticks, rec.mlp_batch
+        offset = tick + recovery_ticks
         if rec.batch >= options.batches:
             break
-        stretch = simulate(options, rec.batch, (rec.table, rec.mlp), lr)
+        state = ModelState(rec.table, rec.mlp, rec.row_acc, rec.mlp_acc)
+        stretch = simulate(options, rec.batch, state, lr, optimizer)
         history.extend(stretch.facts)
     if pending:
         end = ticks_to_ms(offset + stretch.end_tick)
         late = ", ".join(f"{ticks_to_ms(t):g} ms" for t in pending)
         raise UsageError(f"failure instant {late} is after the run ends at {end:g} ms")
-    final = stretch.model
-    exact_end = same_bits(final.table, final_reference[0]) and same_bits(
-        final.mlp_flat(), final_reference[1]
-    )
+    exact_end = stretch is not None and _same_model(stretch.model, reference_run.model)
     for entry in results:
         entry["final_model_exact"] = exact_end
     if isinstance(image.buf, np.memmap):
         image.seal()
-    return results, stretch
+    return results, stretch or reference_run
 
 
 def halted_entry(image: PmemImage, tick: int, running) -> dict[str, Any]:
@@ -193,34 +317,11 @@ def halted_entry(image: PmemImage, tick: int, running) -> dict[str, Any]:
     }
 
 
-def _recover(protocol, board, image: PmemImage, pending: list[int], tick: int):
-    """Recover, starting over whenever a pending failure lands during recovery; the
-    writes done before that failure (a prefix, in order) stay in the image."""
-    interrupted, total_ticks, total_energy, now = 0, 0, 0.0, tick
-    while True:
-        rec = protocol.plan(image)
-        ticks, energy = recovery_cost(board, rec)
-        if pending and pending[0] < now + ticks:
-            cut = pending.pop(0)
-            done = len(rec.writes) * (cut - now) // max(ticks, 1)
-            for offset, data in rec.writes[:done]:
-                image.write(offset, data)
-            total_ticks += cut - now
-            total_energy += energy * (cut - now) / max(ticks, 1)
-            now, interrupted = cut, interrupted + 1
-            continue
-        return protocol.finish(image, rec), total_ticks + ticks, total_energy + energy, interrupted
-
-
-def _gap_bound(protocol, options: RunOptions, first: int) -> int:
-    if not isinstance(protocol, RelaxedUndoProtocol):
-        return 0
-    return mlp_age_bound(protocol.copies, protocol.completed_at, options.batches - 1, first)
-
-
-def failure_field(options: RunOptions) -> dict[str, Any] | list[dict[str, Any]] | None:
+def failure_field(
+    options: RunOptions, recorded: Stretch | None = None
+) -> dict[str, Any] | list[dict[str, Any]] | None:
     """results.json ``failure``: one dict for one failure, a list for several."""
-    entries = run_with_failures(options)
+    entries = run_with_failures(options, recorded)
     if not entries:
         return None
     return entries[0] if len(entries) == 1 else entries

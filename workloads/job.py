@@ -24,8 +24,14 @@ from components.sim.outputs import global_rows, write_outdir
 from components.sim.schedule import Scheduler, critical_path
 from components.sim.units import ticks_to_ms
 from workloads.cli import run_main
-from workloads.configure import batch_size_of, connected_board, prepare, resolve_spec
-from workloads.failures import failure_field
+from workloads.configure import (
+    batch_size_of,
+    connected_board,
+    prepare,
+    resolve_functional,
+    resolve_spec,
+)
+from workloads.failures import failure_field, record_run
 from workloads.inputs import InputGenerator
 from workloads.models import ModelSpec
 from workloads.opgraph import build_demand
@@ -45,8 +51,41 @@ def validate(options: RunOptions, writes_outdir: bool = True) -> None:
 
 
 def run_job(options: RunOptions) -> dict[str, Any]:
-    """Simulate one run and write its outputs; returns results.json's content."""
+    """Simulate one run and write its outputs; returns results.json's content. A failure
+    run simulates once: its recorded run gives both the stats and the failure reference."""
     started = time.monotonic()
+    recorded = None
+    if options.fail_at or options.fail_random or options.pmem_image:
+        recorded = record_run(options)
+        spec, batch_size = resolve_functional(options)
+        board, scheduler, ends = recorded.board, recorded.scheduler, recorded.ends
+        trainer, generator = recorded.trainer, recorded.generator
+        sim_ticks = recorded.end_tick
+    else:
+        spec, batch_size, board, scheduler, ends, trainer, generator, sim_ticks = _simulate(options)
+    results = summarize(options, spec, batch_size, board, scheduler, ends)
+    if trainer is not None and options.functional:
+        results["train"] = {
+            "loss": [round(x, 7) for x in trainer.losses],
+            **trainer.evaluate(generator),
+        }
+    if recorded is not None:
+        results["failure"] = failure_field(options, recorded)
+    if gem5.available():  # under gem5.opt: the memory ops again, timed by gem5
+        from workloads.gem5_run import run_under_gem5
+
+        results["gem5"] = run_under_gem5(options)
+    rows = global_rows(sim_ticks, time.monotonic() - started, _peak_memory())
+    rows += board.stat_rows()
+    rows += resource_rows(scheduler.network.use, sim_ticks)
+    config = {"options": _options_dict(options, spec, batch_size), "board": board.config()}
+    plots = (lambda staging: plot_run(staging, results)) if options.plot else None
+    write_outdir(Path(options.outdir), rows, config, results, scheduler.records, plots)
+    return results
+
+
+def _simulate(options: RunOptions):
+    """The plain run: timing, and the numerics too with --functional."""
     spec, batch_size = resolve_spec(options), batch_size_of(options)
     engine = Engine()
     scheduler = Scheduler(engine)
@@ -82,25 +121,7 @@ def run_job(options: RunOptions) -> dict[str, Any]:
     engine.process(host())
     engine.run()
     progress.close()
-    results = summarize(options, spec, batch_size, board, scheduler, ends)
-    if trainer is not None:
-        results["train"] = {
-            "loss": [round(x, 7) for x in trainer.losses],
-            **trainer.evaluate(generator),
-        }
-    if options.fail_at or options.fail_random or options.pmem_image:
-        results["failure"] = failure_field(options)
-    if gem5.available():  # under gem5.opt: the memory ops again, timed by gem5
-        from workloads.gem5_run import run_under_gem5
-
-        results["gem5"] = run_under_gem5(options)
-    rows = global_rows(engine.now, time.monotonic() - started, _peak_memory())
-    rows += board.stat_rows()
-    rows += resource_rows(scheduler.network.use, engine.now)
-    config = {"options": _options_dict(options, spec, batch_size), "board": board.config()}
-    plots = (lambda staging: plot_run(staging, results)) if options.plot else None
-    write_outdir(Path(options.outdir), rows, config, results, scheduler.records, plots)
-    return results
+    return spec, batch_size, board, scheduler, ends, trainer, generator, engine.now
 
 
 def plot_run(outdir: Path, results: dict[str, Any]) -> None:

@@ -2,25 +2,36 @@
 
 ``simulate`` runs batches [start, batches) on a fresh board from given weights and
 keeps what the failure model needs: per batch, the rows it updated with their old and
-new values and the MLPs before and after (``BatchFacts``); per op, its interval and
-the persist ticks of every device write it made (a tap on the table device).
-``build_journal`` turns that into timed PMEM writes through the system's protocol.
+new values and the MLPs before and after (``BatchFacts``, Adagrad state included); per
+op, its interval and every device write request it made with the tick it persisted
+(observed through the table device's ``write_listeners``, nothing patched). The same
+recorded run is the failure-free reference and the source of the run's stats.
+``build_journal`` matches the protocol's functional writes to those requests by address.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
+from tqdm import tqdm
 
 from components.boards.base import TrainingBoard
 from components.persistence.image import ImageLayout, PmemImage
-from components.persistence.journal import Journal, Phase
-from components.persistence.protocols import PROTOCOLS, BatchFacts, Protocol
+from components.persistence.journal import Journal, JournalBuilder, Requests
+from components.persistence.protocols import (
+    PROTOCOLS,
+    BatchFacts,
+    OpView,
+    Protocol,
+)
 from components.sim.engine import Engine
 from components.sim.schedule import OpRecord, Scheduler
-from workloads.configure import connected_board, resolve_functional
+from workloads.configure import connected_board, prepare, resolve_functional
 from workloads.dlrm import DLRM
 from workloads.inputs import InputGenerator
 from workloads.models import ModelSpec
@@ -29,49 +40,112 @@ from workloads.options import RunOptions
 from workloads.training import DEFAULT_LR, FunctionalTrainer
 
 
+@dataclass
+class ModelState:
+    """Weights at a batch boundary: what a recovery hands back to training."""
+
+    table: np.ndarray
+    mlp: np.ndarray
+    row_acc: np.ndarray | None = None
+    mlp_acc: np.ndarray | None = None
+
+
 class RecordingDLRM(DLRM):
-    """A DLRM that remembers each batch's row update and MLP parameters (in call order:
-    the k-th update belongs to the k-th batch of the stretch)."""
+    """A DLRM that remembers each batch's row update (old and new values and Adagrad
+    accumulators) and its MLP state (in call order: the k-th update belongs to the k-th
+    batch of the stretch)."""
 
     def __init__(self, spec: ModelSpec, **kwargs) -> None:
         super().__init__(spec, **kwargs)
-        self.row_updates: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        self.mlp_states: list[np.ndarray] = []
+        self.row_updates: list[tuple] = []
+        self.mlp_states: list[tuple[np.ndarray, np.ndarray | None]] = []
+        self._acc_before: np.ndarray | None = None
+
+    @property
+    def adagrad(self) -> bool:
+        return self.optimizer == "adagrad"
+
+    def mlp_acc_flat(self) -> np.ndarray | None:
+        if not self.adagrad:
+            return None
+        return np.concatenate([a.reshape(-1) for pair in self._mlp_acc for a in pair])
+
+    def row_acc(self) -> np.ndarray | None:
+        return self._row_acc
+
+    def load_state(self, state: ModelState) -> None:
+        self.table[...] = state.table
+        self.load_mlp_flat(state.mlp)
+        if self.adagrad:
+            self._row_acc[...] = state.row_acc
+            flat, pos = state.mlp_acc, 0
+            for pair in self._mlp_acc:
+                for a in pair:
+                    a[...] = flat[pos : pos + a.size].reshape(a.shape)
+                    pos += a.size
+
+    def state(self) -> ModelState:
+        acc = self.mlp_acc_flat()
+        return ModelState(
+            self.table.copy(),
+            self.mlp_flat(),
+            None if self._row_acc is None else self._row_acc.copy(),
+            acc,
+        )
+
+    def embedding_update(self, batch, bag_grads):
+        before = self._row_acc.copy() if self.adagrad else None
+        rows, values = super().embedding_update(batch, bag_grads)
+        if before is not None:
+            self._acc_before = (before[rows], self._row_acc[rows].copy())
+        return rows, values
 
     def apply_rows(self, rows: np.ndarray, values: np.ndarray) -> None:
-        self.row_updates.append((rows.copy(), self.table[rows].copy(), values.copy()))
+        old_acc, new_acc = self._acc_before if self._acc_before is not None else (None, None)
+        self.row_updates.append(
+            (rows.copy(), self.table[rows].copy(), values.copy(), old_acc, new_acc)
+        )
         super().apply_rows(rows, values)
+
+    def _snapshot(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """MLP parameters (and accumulators), flat and padded to whole words, copied
+        once straight from the layers."""
+        params = _flat_padded([p for layer in self.mlp_layers for p in layer])
+        if not self.adagrad:
+            return params, None
+        return params, _flat_padded([a for pair in self._mlp_acc for a in pair])
 
     def apply_mlp(self, grads) -> None:
         if not self.mlp_states:
-            self.mlp_states.append(self.mlp_flat())
+            self.mlp_states.append(self._snapshot())
         super().apply_mlp(grads)
-        self.mlp_states.append(self.mlp_flat())
+        self.mlp_states.append(self._snapshot())
+
+
+def _flat_padded(arrays: list[np.ndarray]) -> np.ndarray:
+    total = sum(a.size for a in arrays)
+    out = np.empty(-(-total // 2) * 2, dtype=np.float32)
+    out[total:] = 0
+    pos = 0
+    for a in arrays:
+        out[pos : pos + a.size] = a.reshape(-1)
+        pos += a.size
+    return out
 
 
 class WriteLog:
-    """Observes the table device's persisted writes (engine events, nothing patched):
-    per op, one entry per stage that wrote, (issue tick, persist ticks)."""
+    """Observes a device's persisted writes (engine events): per op, its requests."""
 
     def __init__(self, device) -> None:
-        self.writes: dict[int, list[tuple[int, np.ndarray]]] = defaultdict(list)
+        self.events: dict[int, list] = defaultdict(list)
         device.write_listeners.append(self.observe)
 
     def observe(self, persisted) -> None:
-        if persisted.owner is None or persisted.ticks.size == 0:
-            return
-        entries = self.writes[persisted.owner]
-        end = int(persisted.ticks.max())
-        if entries and entries[-1][2] == end:  # another stream of the same stage
-            start, ticks, _ = entries[-1]
-            entries[-1] = (start, np.concatenate([ticks, persisted.ticks]), end)
-            return
-        entries.append((persisted.issued, persisted.ticks, end))
+        if persisted.owner is not None and len(persisted.addresses):
+            self.events[persisted.owner].append(persisted)
 
-    def by_op(self) -> dict[int, list[tuple[int, np.ndarray]]]:
-        return {
-            uid: [(start, ticks) for start, ticks, _ in items] for uid, items in self.writes.items()
-        }
+    def requests(self) -> dict[int, Requests]:
+        return {uid: Requests.from_events(events) for uid, events in self.events.items()}
 
 
 @dataclass
@@ -80,12 +154,23 @@ class Stretch:
 
     start: int
     board: TrainingBoard
-    records: list[OpRecord]
-    writes: dict[int, list[tuple[int, np.ndarray]]]
+    scheduler: Scheduler
+    requests: dict[int, Requests]
     facts: dict[int, BatchFacts]
     model: RecordingDLRM
     end_tick: int
-    losses: list[float] = field(default_factory=list)
+    trainer: FunctionalTrainer
+    generator: InputGenerator
+    layout: ImageLayout
+    ends: list = field(default_factory=list)
+
+    @property
+    def records(self) -> list[OpRecord]:
+        return self.scheduler.records
+
+    @property
+    def losses(self) -> list[float]:
+        return self.trainer.losses
 
     def running(self, tick: int) -> list[OpRecord]:
         """Ops in progress at ``tick`` (or the next to start when none is)."""
@@ -95,26 +180,68 @@ class Stretch:
         later = [r for r in self.records if r.start > tick]
         return [min(later, key=lambda r: r.start)] if later else [self.records[-1]]
 
+    def initial_state(self) -> ModelState:
+        """The weights the stretch started from, rebuilt from its final model and every
+        batch's recorded old values (no second model initialization)."""
+        model = self.model
+        table = model.table.copy()
+        acc = None if model.row_acc() is None else model.row_acc().copy()
+        for n in sorted(self.facts, reverse=True):
+            f = self.facts[n]
+            table[f.rows] = f.old
+            if acc is not None:
+                acc[f.rows] = f.old_acc
+        first = self.facts[min(self.facts)] if self.facts else None
+        count = model.spec.mlp_param_count
+        if first is None:
+            return model.state()
+        mlp_acc = None if first.mlp_acc_before is None else first.mlp_acc_before[:count].copy()
+        return ModelState(table, first.mlp_before[:count].copy(), acc, mlp_acc)
+
+    def ops(self) -> list[OpView]:
+        empty = Requests.empty()
+        return [
+            OpView(
+                r.uid,
+                r.name,
+                r.batch,
+                r.start,
+                r.end,
+                self.facts.get(r.batch),
+                self.requests.get(r.uid, empty),
+            )
+            for r in self.records
+        ]
+
 
 def simulate(
     options: RunOptions,
     start: int = 0,
-    weights: tuple[np.ndarray, np.ndarray] | None = None,
+    weights: ModelState | None = None,
     lr: float = DEFAULT_LR,
+    optimizer: str = "sgd",
 ) -> Stretch:
-    """Train batches [start, options.batches) from ``weights`` (table, MLPs), or from the
-    seeded initial weights, timed on a fresh board and recorded."""
+    """Train batches [start, options.batches) from ``weights``, or from the seeded
+    initial weights, timed on a fresh board and recorded."""
     spec, batch_size = resolve_functional(options)
     engine = Engine()
     scheduler = Scheduler(engine)
     board = connected_board(options, spec, batch_size, engine, scheduler)
     observed = WriteLog(board.table_memory())
-    model = RecordingDLRM(spec, lr=lr, seed=options.seed)
+    model = RecordingDLRM(spec, lr=lr, seed=options.seed, optimizer=optimizer)
     if weights is not None:
-        model.table[...] = weights[0]
-        model.load_mlp_flat(weights[1])
+        model.load_state(weights)
     trainer = FunctionalTrainer(model, relaxed=options.system == "cxl")
     generator = InputGenerator(spec, batch_size, seed=options.seed)
+    ends = []
+    progress = tqdm(
+        total=options.batches - start,
+        desc=f"{options.system}/{options.model} recorded",
+        unit="batch",
+        disable=not options.progress,
+        file=sys.stderr,
+        leave=False,
+    )
 
     def host():
         previous = generator.batch(start - 1) if start > 0 else None
@@ -122,57 +249,100 @@ def simulate(
             batch = generator.batch(n)
             trainer.step(batch)
             ops = board.issue_batch(build_demand(spec, batch, n, previous))
+            ends.append(ops.end)
             previous = batch
             yield ops.lookup.done
+            progress.update(1)
 
     engine.process(host())
     engine.run()
+    progress.close()
     trainer.flush()
-    facts = {
-        start + k: BatchFacts(rows, old, new, model.mlp_states[k], model.mlp_states[k + 1])
-        for k, (rows, old, new) in enumerate(model.row_updates)
-    }
-    records = scheduler.records
+    facts = {}
+    for k, (rows, old, new, old_acc, new_acc) in enumerate(model.row_updates):
+        (before, acc_before), (after, acc_after) = model.mlp_states[k], model.mlp_states[k + 1]
+        facts[start + k] = BatchFacts(
+            rows, old, new, before, after, old_acc, new_acc, acc_before, acc_after
+        )
+    layout = image_layout(options, optimizer)
     return Stretch(
-        start, board, records, observed.by_op(), facts, model, engine.now, trainer.losses
+        start,
+        board,
+        scheduler,
+        observed.requests(),
+        facts,
+        model,
+        engine.now,
+        trainer,
+        generator,
+        layout,
+        ends,
     )
 
 
-def image_layout(options: RunOptions) -> ImageLayout:
+def image_layout(options: RunOptions, optimizer: str = "sgd") -> ImageLayout:
+    """The image's layout; its shared regions sit where the board's timing writes them."""
     spec, batch_size = resolve_functional(options)
     max_rows = min(spec.total_rows, batch_size * spec.num_tables * spec.lookups_per_table)
-    return ImageLayout(spec.total_rows, spec.embedding_dim, spec.mlp_param_count, max_rows)
+    return ImageLayout(
+        spec.total_rows, spec.embedding_dim, spec.mlp_param_count, max_rows, optimizer
+    )
 
 
-def initial_image(options: RunOptions, path: str | None = None) -> PmemImage:
-    """The image formatted with the seeded initial weights."""
-    spec, _ = resolve_functional(options)
-    model = DLRM(spec, seed=options.seed)
-    return PmemImage.create(image_layout(options), model.table, model.mlp_flat(), path)
+def identity(options: RunOptions, optimizer: str = "sgd", lr: float = DEFAULT_LR) -> dict:
+    """What an image belongs to: the run's system, model, rows, batch size, seed,
+    optimizer and learning rate, and a hash of every resolved board parameter."""
+    spec, batch_size = resolve_functional(options)
+    _, _, board = prepare(options)
+    values = {path: str(getattr(obj, key)) for path, (obj, key) in board.param_paths().items()}
+    digest = hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:16]
+    return {
+        "system": options.system,
+        "model": options.model,
+        "rows": max(spec.rows_per_table),
+        "total_rows": spec.total_rows,
+        "batch_size": batch_size,
+        "seed": options.seed,
+        "optimizer": optimizer,
+        "lr": lr,
+        "params": digest,
+    }
 
 
-def protocol_for(system: str, image: PmemImage) -> Protocol:
-    return PROTOCOLS[system](image)
+def initial_image(
+    options: RunOptions,
+    path: str | None = None,
+    optimizer: str = "sgd",
+    lr: float = DEFAULT_LR,
+    state: ModelState | None = None,
+) -> PmemImage:
+    """The image formatted with the seeded initial weights (``state``, when the caller
+    has them already) and its identity."""
+    if state is None:
+        spec, _ = resolve_functional(options)
+        model = DLRM(spec, seed=options.seed)
+        state = ModelState(model.table, model.mlp_flat())
+    layout = image_layout(options, optimizer)
+    return PmemImage.create(layout, state.table, state.mlp, path, identity(options, optimizer, lr))
 
 
-def build_journal(protocol: Protocol, stretch: Stretch, atomic: int | None = None) -> Journal:
-    """Timed PMEM writes of a stretch: each op's phases placed on its device writes when
-    they correspond one to one, otherwise spread over the op in issue order."""
-    journal = Journal() if atomic is None else Journal(atomic=atomic)
-    ops = [(r.name, r.batch, len(stretch.writes.get(r.uid, ()))) for r in stretch.records]
-    protocol.prepare(ops, stretch.facts)
-    for record in stretch.records:
-        facts = stretch.facts.get(record.batch)
-        if facts is None:
-            continue
-        accesses = stretch.writes.get(record.uid, [])
-        phases = protocol.phases(record.name, record.batch, facts, len(accesses))
-        if not phases:
-            continue
-        if len(accesses) == len(phases):
-            for phase, (now, persist) in zip(phases, accesses, strict=True):
-                journal.add_phase(phase, now, int(persist.max()), persist)
-        else:
-            merged = Phase([w for phase in phases for w in phase.writes])
-            journal.add_phase(merged, record.start, record.end, None)
-    return journal
+def protocol_for(system: str, layout: ImageLayout) -> Protocol:
+    return PROTOCOLS[system](layout)
+
+
+def persist_domain(board: TrainingBoard) -> str:
+    device = board.table_memory()
+    return getattr(device, "domain", getattr(device, "persist_domain", "adr"))
+
+
+def build_journal(protocol: Protocol, stretch: Stretch) -> Journal:
+    """The stretch's functional writes, epoch by epoch, each piece timed by the device
+    request that carried it (matched by address)."""
+    ops = stretch.ops()
+    protocol.prepare(ops)
+    builder = JournalBuilder(stretch.layout, ordered=persist_domain(stretch.board) != "adr")
+    for op in ops:
+        epochs = protocol.epochs(op)
+        if epochs:
+            builder.add_op(op.uid, op.start, epochs, op.requests)
+    return builder.freeze()

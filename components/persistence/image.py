@@ -2,17 +2,27 @@
 
 Layout (every region page aligned, little endian); the timing model writes the same
 addresses (boards use this layout), so one layout is the truth for both:
-  header   magic, version, layout JSON and its CRC32
+  header   magic, version, header JSON (layout + identity of the run) and its CRC32
   data     the embedding table, (total_rows, dim) float32, row r at r * dim * 4
   flags    persistent flags, one 8 B word each (value = batch + 1, 0 = unset)
   emb0/1   embedding log slots: record header + (row id int64, values) entries
   mlp0/1   MLP log slots: record header + float32 parameters
-  base     the initial MLP parameters (the checkpoint before batch 0)
+  base     the MLP checkpoint recovery falls back on (the initial MLPs, batch 0)
   delta    the last update's row deltas (CXL's relaxed lookup adds them; not recovered)
   seal     clean-shutdown marker with the data region's CRC32
+Adagrad runs add, after ``seal`` (so every region above keeps its address whatever the
+optimizer): ``rowacc`` (each row's float32 accumulator in its own 8 B word, updated in
+place with its row), ``embacc0/1`` (the accumulator of each embedding-log entry, one
+word each, in entry order), ``mlpacc0/1`` and ``baseacc`` (the MLP accumulators of each
+MLP record). A record's CRC covers its accumulators too.
+
 A record header is (batch int64, count int64, crc32 uint32) in the first 64 B of its
 region; a flag is set only after its record is durable, so a flagged record whose CRC
 does not match means the image is corrupt, never that it is merely old.
+
+The header also carries the identity of the configuration that wrote the image
+(system, model, rows, batch size, seed, optimizer and a hash of every parameter), so
+that an image is only ever recovered by the configuration it belongs to.
 """
 
 from __future__ import annotations
@@ -25,11 +35,13 @@ from pathlib import Path
 import numpy as np
 
 MAGIC = b"TCXLPMEM"
-VERSION = 2
+VERSION = 3
 HEADER_BYTES = 4096
 PAGE = 4096
 RECORD_HEADER = 64
+WORD = 8
 FLAG_NAMES = ("emb0", "emb1", "mlp0", "mlp1")
+OPTIMIZERS = ("sgd", "adagrad")
 
 
 class CorruptImage(ValueError):
@@ -42,6 +54,11 @@ def _align(n: int) -> int:
     return -(-n // PAGE) * PAGE
 
 
+def padded(nbytes: int) -> int:
+    """Bytes rounded up to whole 8 B words (records are written word by word)."""
+    return -(-nbytes // WORD) * WORD
+
+
 @dataclass(frozen=True)
 class ImageLayout:
     """Sizes of one model's image; offsets follow from them."""
@@ -50,28 +67,55 @@ class ImageLayout:
     dim: int
     mlp_count: int
     max_rows: int
+    optimizer: str = "sgd"
+
+    def __post_init__(self) -> None:
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
+
+    @property
+    def adagrad(self) -> bool:
+        return self.optimizer == "adagrad"
 
     @property
     def entry_bytes(self) -> int:
         """One embedding-log entry: the row id, then the row's values."""
         return 8 + self.dim * 4
 
+    @property
+    def mlp_bytes(self) -> int:
+        """An MLP record's parameters, padded to whole words."""
+        return padded(self.mlp_count * 4)
+
     def regions(self) -> dict[str, tuple[int, int]]:
+        cached = self.__dict__.get("_regions")
+        if cached is not None:
+            return cached
         sizes = {
             "data": self.total_rows * self.dim * 4,
             "flags": 8 * len(FLAG_NAMES),
             "emb0": RECORD_HEADER + self.max_rows * self.entry_bytes,
             "emb1": RECORD_HEADER + self.max_rows * self.entry_bytes,
-            "mlp0": RECORD_HEADER + self.mlp_count * 4,
-            "mlp1": RECORD_HEADER + self.mlp_count * 4,
-            "base": RECORD_HEADER + self.mlp_count * 4,
+            "mlp0": RECORD_HEADER + self.mlp_bytes,
+            "mlp1": RECORD_HEADER + self.mlp_bytes,
+            "base": RECORD_HEADER + self.mlp_bytes,
             "delta": self.max_rows * self.dim * 4,
             "seal": 64,
         }
+        if self.adagrad:
+            sizes |= {
+                "rowacc": self.total_rows * WORD,
+                "embacc0": self.max_rows * WORD,
+                "embacc1": self.max_rows * WORD,
+                "mlpacc0": self.mlp_bytes,
+                "mlpacc1": self.mlp_bytes,
+                "baseacc": self.mlp_bytes,
+            }
         out, offset = {}, HEADER_BYTES
         for name, size in sizes.items():
             out[name] = (offset, size)
             offset += _align(size)
+        object.__setattr__(self, "_regions", out)
         return out
 
     @property
@@ -101,6 +145,10 @@ class ImageLayout:
         """Address of the parameters in MLP-log slot ``slot`` (after its header)."""
         return self.offset(f"mlp{slot}") + RECORD_HEADER
 
+    def acc_offsets(self, rows: np.ndarray) -> np.ndarray:
+        """Addresses of rows' in-place Adagrad accumulators (one word each)."""
+        return self.offset("rowacc") + rows.astype(np.int64) * WORD
+
     def delta_offsets(self, count: int) -> np.ndarray:
         return self.offset("delta") + np.arange(count, dtype=np.int64) * self.row_bytes
 
@@ -111,39 +159,73 @@ class ImageLayout:
                 return name
         return "header"
 
-    def to_json(self) -> bytes:
-        fields = ("total_rows", "dim", "mlp_count", "max_rows")
-        return json.dumps({k: getattr(self, k) for k in fields}, sort_keys=True).encode()
+    def region_starts(self) -> tuple[list[str], np.ndarray]:
+        """Region names and their start offsets, in address order (header first)."""
+        names = ["header", *self.regions()]
+        starts = [0, *(start for start, _ in self.regions().values())]
+        return names, np.array(starts, dtype=np.int64)
+
+    def fields(self) -> dict:
+        keys = ("total_rows", "dim", "mlp_count", "max_rows", "optimizer")
+        return {k: getattr(self, k) for k in keys}
 
 
-def record_header(batch: int, count: int, payload: np.ndarray) -> np.ndarray:
-    """The 64 B header that makes a record self-checking (CRC32 of its payload)."""
+def record_header(batch: int, count: int, *payloads: np.ndarray) -> np.ndarray:
+    """The 64 B header that makes a record self-checking (CRC32 of its payloads)."""
     head = np.zeros(RECORD_HEADER, dtype=np.uint8)
     head[:16] = np.array([batch, count], dtype="<i8").view(np.uint8)
-    head[16:20] = np.array([zlib.crc32(payload)], dtype="<u4").view(np.uint8)
+    crc = 0
+    for payload in payloads:
+        crc = zlib.crc32(np.ascontiguousarray(payload).view(np.uint8), crc)
+    head[16:20] = np.array([crc], dtype="<u4").view(np.uint8)
     return head
 
 
 class PmemImage:
-    """A byte image with typed views of its regions (in memory or a memmap'ed file)."""
+    """A byte image with typed views of its regions (in memory or a memmap'ed file).
 
-    def __init__(self, layout: ImageLayout, buf: np.ndarray, path: str | None = None) -> None:
+    ``reads``, when a set, collects the names of the regions read through this object
+    (crash exploration reuses a recovery's verdict while none of them changed)."""
+
+    def __init__(
+        self,
+        layout: ImageLayout,
+        buf: np.ndarray,
+        path: str | None = None,
+        identity: dict | None = None,
+    ) -> None:
         self.layout = layout
         self.buf = buf
+        self.words = buf.view(np.uint64)
         self.path = path or "<memory>"
+        self.identity = identity or {}
+        self.reads: set[str] | None = None
+        self.generation = None  # region name -> content generation (CRC checks memoized)
+        self.on_read = None  # called with a region's name before it is read
+        self._crcs: dict[tuple, int] = {}
 
     # ----- creation and opening ---------------------------------------------------
     @classmethod
     def create(
-        cls, layout: ImageLayout, table: np.ndarray, mlp: np.ndarray, path: str | None = None
+        cls,
+        layout: ImageLayout,
+        table: np.ndarray,
+        mlp: np.ndarray,
+        path: str | None = None,
+        identity: dict | None = None,
     ) -> PmemImage:
-        """A formatted image holding the initial weights (the checkpoint of batch 0)."""
+        """A formatted image holding the initial weights (the checkpoint of batch 0; the
+        Adagrad accumulators start at zero)."""
         if path is None:
             buf = np.zeros(layout.size, dtype=np.uint8)
         else:
             buf = np.memmap(path, dtype=np.uint8, mode="w+", shape=(layout.size,))
-        image = cls(layout, buf, path)
-        body = layout.to_json()
+        image = cls(layout, buf, path, identity)
+        body = json.dumps(
+            {"layout": layout.fields(), "identity": identity or {}}, sort_keys=True
+        ).encode()
+        if len(body) > HEADER_BYTES - 64:
+            raise ValueError(f"image header JSON of {len(body)} B does not fit its page")
         head = np.zeros(HEADER_BYTES, dtype=np.uint8)
         head[:8] = np.frombuffer(MAGIC, dtype=np.uint8)
         meta = np.array([VERSION, len(body), zlib.crc32(body)], dtype="<u4")
@@ -151,20 +233,23 @@ class PmemImage:
         head[64 : 64 + len(body)] = np.frombuffer(body, dtype=np.uint8)
         buf[:HEADER_BYTES] = head
         image.write(layout.offset("data"), table.astype(np.float32).reshape(-1).view(np.uint8))
-        payload = mlp.astype(np.float32).view(np.uint8)
+        payload = np.zeros(layout.mlp_bytes, dtype=np.uint8)
+        payload[: mlp.size * 4] = mlp.astype(np.float32).view(np.uint8)
         base = layout.offset("base")
         image.write(base + RECORD_HEADER, payload)
-        image.write(base, record_header(0, mlp.size, payload))
+        zeros = np.zeros(layout.mlp_bytes if layout.adagrad else 0, dtype=np.uint8)
+        image.write(base, record_header(0, mlp.size, payload, zeros))
         return image
 
     @classmethod
-    def open(cls, path: str) -> PmemImage:
-        """Map an image file, checking magic, version, layout CRC, size and seal."""
+    def open(cls, path: str, writable: bool = True) -> PmemImage:
+        """Map an image file, checking magic, version, header CRC, size and seal."""
         file = Path(path)
         size = file.stat().st_size
         if size < HEADER_BYTES:
             raise CorruptImage(f"corrupt PMEM image {path}: {size} B is shorter than its header")
-        buf = np.memmap(path, dtype=np.uint8, mode="r+", shape=(size,))
+        size -= size % WORD
+        buf = np.memmap(path, dtype=np.uint8, mode="r+" if writable else "r", shape=(size,))
         if bytes(buf[:8]) != MAGIC:
             raise CorruptImage(f"corrupt PMEM image {path}: bad magic {bytes(buf[:8])!r}")
         version, length, crc = (int(x) for x in buf[8:20].view("<u4"))
@@ -172,13 +257,17 @@ class PmemImage:
             raise CorruptImage(f"corrupt PMEM image {path}: version {version}, expected {VERSION}")
         body = bytes(buf[64 : 64 + min(length, HEADER_BYTES - 64)])
         if zlib.crc32(body) != crc:
-            raise CorruptImage(f"corrupt PMEM image {path}: layout header fails its CRC")
-        layout = ImageLayout(**json.loads(body))
+            raise CorruptImage(f"corrupt PMEM image {path}: header fails its CRC")
+        try:
+            header = json.loads(body)
+            layout = ImageLayout(**header["layout"])
+        except (ValueError, TypeError, KeyError) as exc:
+            raise CorruptImage(f"corrupt PMEM image {path}: unreadable header ({exc})") from None
         if size < layout.size:
             raise CorruptImage(
                 f"corrupt PMEM image {path}: truncated to {size} B, layout needs {layout.size} B"
             )
-        image = cls(layout, buf, path)
+        image = cls(layout, buf, path, header.get("identity", {}))
         image.check_seal()
         return image
 
@@ -186,7 +275,15 @@ class PmemImage:
     def write(self, offset: int, data: np.ndarray) -> None:
         self.buf[offset : offset + data.size] = data
 
+    def _read(self, name: str) -> None:
+        if self.on_read is not None:
+            self.on_read(name)
+        if self.reads is not None:
+            self.reads.add(name)
+
     def region(self, name: str) -> np.ndarray:
+        """A region's bytes (a view). Recovery reads the image only through here."""
+        self._read(name)
         offset, size = self.layout.regions()[name]
         return self.buf[offset : offset + size]
 
@@ -195,37 +292,76 @@ class PmemImage:
         lay = self.layout
         return self.region("data").view(np.float32).reshape(lay.total_rows, lay.dim)
 
+    def row_acc(self) -> np.ndarray | None:
+        """The in-place row accumulators (a view), or None for SGD."""
+        if not self.layout.adagrad:
+            return None
+        return self.region("rowacc")[: self.layout.total_rows * WORD].view(np.float32)[::2]
+
+    def flag_values(self) -> np.ndarray:
+        """Every flag word as int64 (batch + 1, 0 = unset), in FLAG_NAMES order."""
+        return self.region("flags")[: 8 * len(FLAG_NAMES)].view("<i8")
+
     def flag(self, name: str) -> int:
         """The batch a flag marks, or -1 when it is unset."""
-        off = self.layout.flag_offset(name)
-        return int(self.buf[off : off + 8].view("<i8")[0]) - 1
+        return int(self.flag_values()[FLAG_NAMES.index(name)]) - 1
 
-    def record(self, region: str, payload_bytes: int | None = None) -> tuple[int, np.ndarray]:
-        """(batch, payload) of a record, checked against its CRC."""
+    def record(self, region: str, payload_bytes: int | None = None, extra: str | None = None):
+        """(batch, count, payload[, extra payload]) of a record, checked against its CRC.
+        ``extra``: a region holding more of the record (Adagrad accumulators)."""
         raw = self.region(region)
         batch, count = (int(x) for x in raw[:16].view("<i8"))
         crc = int(raw[16:20].view("<u4")[0])
         size = payload_bytes if payload_bytes is not None else count * self.layout.entry_bytes
-        if not 0 <= size <= raw.size - RECORD_HEADER:
+        if not 0 <= size <= raw.size - RECORD_HEADER or count < 0:
             raise CorruptImage(f"corrupt PMEM image {self.path}: {region} record size {size}")
         payload = raw[RECORD_HEADER : RECORD_HEADER + size]
-        if zlib.crc32(payload) != crc:
+        more = None
+        if extra is not None:
+            width = payload_bytes if payload_bytes is not None else count * WORD
+            more = self.region(extra)[:width]
+            if more.size != width:
+                raise CorruptImage(f"corrupt PMEM image {self.path}: {region} record count {count}")
+        check = self._crc(region, extra, payload, more)
+        if check != crc:
             raise CorruptImage(
                 f"corrupt PMEM image {self.path}: {region} record of batch {batch} fails its CRC"
             )
-        return batch, payload
+        return batch, count, payload, more
 
-    def mlp_record(self, region: str) -> tuple[int, np.ndarray]:
-        batch, payload = self.record(region, self.layout.mlp_count * 4)
-        return batch, payload.view(np.float32).copy()
+    def _crc(self, region: str, extra: str | None, payload: np.ndarray, more) -> int:
+        """CRC32 of a record's payloads, reused while neither region changed."""
+        key = None
+        if self.generation is not None:
+            key = (region, payload.size, self.generation(region))
+            key += (extra, self.generation(extra)) if extra is not None else ()
+            if key in self._crcs:
+                return self._crcs[key]
+        check = zlib.crc32(payload)
+        if more is not None:
+            check = zlib.crc32(more, check)
+        if key is not None:
+            self._crcs[key] = check
+        return check
 
-    def emb_record(self, region: str) -> tuple[int, np.ndarray, np.ndarray]:
-        """(batch, rows, values) of an embedding-log record."""
-        batch, payload = self.record(region)
-        entries = payload.reshape(-1, self.layout.entry_bytes)
+    def mlp_record(self, region: str) -> tuple[int, np.ndarray, np.ndarray | None]:
+        """(batch, parameters, accumulators) of an MLP record: views, never copies."""
+        lay = self.layout
+        extra = region.replace("mlp", "mlpacc") if region != "base" else "baseacc"
+        batch, _, payload, acc = self.record(region, lay.mlp_bytes, extra if lay.adagrad else None)
+        params = payload.view(np.float32)[: lay.mlp_count]
+        return batch, params, None if acc is None else acc.view(np.float32)[: lay.mlp_count]
+
+    def emb_record(self, region: str):
+        """(batch, rows, values, accumulators) of an embedding-log record (views)."""
+        lay = self.layout
+        extra = region.replace("emb", "embacc") if lay.adagrad else None
+        batch, count, payload, acc = self.record(region, None, extra)
+        entries = payload.reshape(-1, lay.entry_bytes)
         rows = entries[:, :8].copy().view("<i8").reshape(-1)
-        values = entries[:, 8:].copy().view(np.float32).reshape(-1, self.layout.dim)
-        return batch, rows, values
+        values = entries[:, 8:].copy().view(np.float32).reshape(-1, lay.dim)
+        accs = None if acc is None else acc.view(np.float32)[::2].copy()
+        return batch, rows, values, accs
 
     # ----- clean shutdown -------------------------------------------------------------
     def seal(self) -> None:
@@ -241,4 +377,15 @@ class PmemImage:
             raise CorruptImage(f"corrupt PMEM image {self.path}: data region fails its CRC")
 
     def copy(self) -> PmemImage:
-        return PmemImage(self.layout, np.array(self.buf, copy=True), self.path)
+        return PmemImage(self.layout, np.array(self.buf, copy=True), self.path, self.identity)
+
+
+def identity_mismatch(found: dict, expected: dict) -> list[str]:
+    """The identity fields in which an image differs from a configuration, worded for an
+    error line (empty when the image belongs to it)."""
+    keys = sorted(set(found) | set(expected))
+    return [
+        f"{key} {found.get(key)!r} (these options: {expected.get(key)!r})"
+        for key in keys
+        if found.get(key) != expected.get(key)
+    ]

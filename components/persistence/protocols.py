@@ -1,24 +1,31 @@
 """Checkpoint protocols per system: what each op writes to PMEM, and how to recover.
 
 A protocol turns a batch's functional facts (rows it updates with their old and new
-values, MLP parameters before and after) into phases of writes for the ops the board
-schedules, and reads a crash image back into a model state at a batch boundary.
+values, MLP parameters before and after, Adagrad accumulators) into the *epochs* of
+writes of the ops the board schedules: the writes of one epoch may become durable in
+any order, an epoch's fence completes before the next epoch's writes are issued
+(docs/failures.md states the model). A recovery reads a crash image back into a model
+state at a batch boundary and declares its own writes in epochs too (a failure during
+recovery tears them).
 
-- Redo (ssd, pmem, pcie, cxl-d): log batch N's new rows and MLPs into slot N % 2,
-  set that slot's flag to N, then update in place. Recovery replays the newest
-  flagged slot (idempotent) and resumes at N + 1.
-- Undo (cxl-b): before batch N updates, its rows' old values go to the embedding log
-  of slot N % 2 and its flag is set; the MLPs N starts from go to the MLP log of the
-  same slot before the GPU overwrites them. Slot N % 2 is reused by N + 2 only after
-  N + 1's checkpoint is complete. Recovery resumes from the newest batch R with both
-  flags, rolling back every flagged embedding log >= R, newest first.
-- Relaxed undo (cxl): embedding log as cxl-b; the MLP log is a snapshot spread over
-  the slices the board schedules, alternating between two slots. Recovery resumes
-  from the newest flagged embedding log R with the newest complete MLP copy <= R.
+Declared fences (ops as the boards name them; ``|`` is a fence):
+- Redo (ssd, pmem, pcie, cxl-d): ``ckpt_log``/``ckpt_persist`` of batch N =
+  [rows' new values, MLPs after N: records of slot N % 2] | [flag emb{N%2} = N];
+  ``update`` = [rows in place]. Recovery replays the newest flagged slot (idempotent:
+  absolute values) = [rows] and resumes at N + 1.
+- Undo (cxl-b): ``emb_log`` = [old values of N's rows: record of emb{N%2}] | [flag];
+  ``mlp_log`` = [MLPs N starts from: record of mlp{N%2}] | [flag]; ``update`` = [rows].
+  Slot N % 2 is reused by N + 2 only after N + 1's checkpoint is complete (board
+  dependency). Recovery: R = newest batch with both flags; roll back every flagged
+  embedding log >= R (older log wins per row) = [rows] | [clear flags > R].
+- Relaxed undo (cxl): embedding log as cxl-b; each MLP copy is spread over the board's
+  ``mlp_log_slice`` ops (what each slice's requests covered) = [payload part] ... |
+  [payload part, record header] | [flag mlp{slot} = snapshot batch]. Recovery: R =
+  newest flagged embedding log, rolled back; MLPs = the newest of the committed copies
+  with snapshot <= R and the base record; a chosen copy becomes the base record, so a
+  resumed run may reuse both slots = [rows, base record] | [clear emb flags > R, every
+  MLP flag].
 - None (dram): nothing persists; recovery restarts from the initial weights.
-Every recovery ends by clearing flags beyond the resume batch, so a resumed run never
-sees a log from the abandoned future; re-running it after a crash repeats the same
-writes (idempotent).
 """
 
 from __future__ import annotations
@@ -27,43 +34,91 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from components.persistence.image import RECORD_HEADER, CorruptImage, PmemImage, record_header
-from components.persistence.journal import Phase
+from components.persistence.image import (
+    FLAG_NAMES,
+    RECORD_HEADER,
+    WORD,
+    CorruptImage,
+    ImageLayout,
+    PmemImage,
+    record_header,
+)
+from components.persistence.journal import Requests
+from components.persistence.writes import Writes, all_words
+
+
+def pad_params(values: np.ndarray) -> np.ndarray:
+    """float32 parameters padded with zeros to whole 8 B words (a record's payload)."""
+    out = np.zeros(-(-values.size // 2) * 2, dtype=np.float32)
+    out[: values.size] = values
+    return out
+
+
+def acc_words(acc: np.ndarray) -> np.ndarray:
+    """Per-row float32 accumulators, one 8 B word each (value, then 4 zero bytes)."""
+    out = np.zeros((acc.size, 2), dtype=np.float32)
+    out[:, 0] = acc
+    return out
 
 
 @dataclass
 class BatchFacts:
-    """What batch N changes: its sorted unique rows with old and new values, and the
-    MLP parameters it starts from and ends with."""
+    """What batch N changes: its sorted unique rows with old and new values (and
+    Adagrad accumulators), and the MLP state it starts from and ends with (parameters
+    padded to whole words by ``pad_params``)."""
 
     rows: np.ndarray
     old: np.ndarray
     new: np.ndarray
     mlp_before: np.ndarray
     mlp_after: np.ndarray
+    old_acc: np.ndarray | None = None
+    new_acc: np.ndarray | None = None
+    mlp_acc_before: np.ndarray | None = None
+    mlp_acc_after: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class OpView:
+    """One op of a recorded run as a protocol sees it."""
+
+    uid: int
+    name: str
+    batch: int
+    start: int
+    end: int
+    facts: BatchFacts | None
+    requests: Requests
 
 
 @dataclass
 class Recovery:
-    """A recovery's outcome and cost: resume at ``batch`` with these weights."""
+    """A recovery's outcome: resume at ``batch`` with these weights, after its writes
+    (fence-separated ``epochs``). ``reads``: (offsets, size) of what it read (timing)."""
 
     batch: int
-    table: np.ndarray
     mlp: np.ndarray
     mlp_batch: int
-    writes: list[tuple[int, np.ndarray]] = field(default_factory=list)
-    bytes_read: int = 0
+    epochs: list[list[Writes]] = field(default_factory=list)
+    reads: list[tuple[np.ndarray, int]] = field(default_factory=list)
+    mlp_acc: np.ndarray | None = None
+    table: np.ndarray | None = None
+    row_acc: np.ndarray | None = None
+
+    @property
+    def writes(self) -> list[Writes]:
+        return [group for epoch in self.epochs for group in epoch]
 
     @property
     def bytes_written(self) -> int:
-        return int(sum(d.size for _, d in self.writes))
+        return int(sum(group.nbytes for group in self.writes))
+
+    @property
+    def bytes_read(self) -> int:
+        return int(sum(offsets.size * size for offsets, size in self.reads))
 
 
-def _u64(value: int) -> np.ndarray:
-    return np.array([value], dtype="<i8").view(np.uint8)
-
-
-def emb_entries(layout, rows: np.ndarray, values: np.ndarray) -> np.ndarray:
+def emb_entries(layout: ImageLayout, rows: np.ndarray, values: np.ndarray) -> np.ndarray:
     """(count, entry_bytes) uint8: each row id followed by its values."""
     entries = np.empty((rows.size, layout.entry_bytes), dtype=np.uint8)
     entries[:, :8] = rows.astype("<i8").reshape(-1, 1).view(np.uint8)
@@ -71,86 +126,149 @@ def emb_entries(layout, rows: np.ndarray, values: np.ndarray) -> np.ndarray:
     return entries
 
 
+def raise_corrupt(image: PmemImage, why: str) -> None:
+    raise CorruptImage(f"corrupt PMEM image {image.path}: {why}")
+
+
 class Protocol:
-    """Base: op name -> phases of writes; recovery planning over an image."""
+    """Base: op -> epochs of writes; recovery planning over an image."""
 
     system_kind = "none"
 
-    def __init__(self, image: PmemImage) -> None:
-        self.layout = image.layout
+    def __init__(self, layout: ImageLayout) -> None:
+        self.layout = layout
 
-    def phases(self, op: str, batch: int, facts: BatchFacts, writes: int) -> list[Phase]:
-        """Phases op ``op`` of ``batch`` writes (``writes``: device writes it made)."""
+    def prepare(self, ops: list[OpView]) -> None:
+        """See the whole recorded run before epochs are asked (relaxed copies)."""
+
+    def epochs(self, op: OpView) -> list[list[Writes]]:
         return []
-
-    def prepare(self, ops: list[tuple[str, int, int]], facts: dict[int, BatchFacts]) -> None:
-        """See the whole run's ops (name, batch, device writes) before phases are asked."""
 
     def plan(self, image: PmemImage) -> Recovery:
         raise NotImplementedError
 
-    # ----- shared pieces -------------------------------------------------------------
-    def emb_log_phase(self, slot: int, batch: int, rows: np.ndarray, values: np.ndarray) -> Phase:
-        lay, region = self.layout, f"emb{slot}"
+    # ----- the records, flags and in-place rows every protocol writes ------------------
+    def emb_record(self, slot: int, batch: int, rows, values, acc) -> list[Writes]:
+        """Embedding-log record of slot ``slot``: entries (and their accumulators) and the
+        header whose CRC covers them."""
+        lay = self.layout
         entries = emb_entries(lay, rows, values)
-        phase, base = Phase(), lay.offset(region)
-        for i in range(rows.size):
-            phase.add(base + RECORD_HEADER + i * lay.entry_bytes, entries[i])
-        phase.add(base, record_header(batch, rows.size, entries.reshape(-1)))
-        return phase
-
-    def mlp_log_writes(self, slot: int, batch: int, mlp: np.ndarray, parts: int = 1) -> list[Phase]:
-        """The MLP record in ``parts`` consecutive phases, its header in the last."""
-        lay, region = self.layout, f"mlp{slot}"
-        payload = mlp.astype(np.float32).view(np.uint8)
-        base = lay.offset(region) + RECORD_HEADER
-        cuts = np.linspace(0, payload.size // 8, parts + 1).astype(np.int64) * 8
-        cuts[-1] = payload.size
-        phases = []
-        for lo, hi in zip(cuts[:-1], cuts[1:], strict=True):
-            phase = Phase()
-            phase.add(base + int(lo), payload[lo:hi])
-            phases.append(phase)
-        phases[-1].add(lay.offset(region), record_header(batch, mlp.size, payload))
-        return phases
-
-    def flag_phase(self, name: str, batch: int) -> Phase:
-        phase = Phase()
-        phase.add(self.layout.flag_offset(name), _u64(batch + 1))
-        return phase
-
-    def update_phase(self, rows: np.ndarray, values: np.ndarray) -> Phase:
-        phase = Phase()
-        offsets = self.layout.row_offset(rows)
-        data = np.ascontiguousarray(values, dtype=np.float32)
-        for i in range(rows.size):
-            phase.add(int(offsets[i]), data[i])
-        return phase
-
-    def flagged(self, image: PmemImage, kind: str) -> dict[int, str]:
-        """batch -> slot region for every set flag of one kind (emb or mlp)."""
-        out = {}
-        for slot in (0, 1):
-            batch = image.flag(f"{kind}{slot}")
-            if batch >= 0:
-                out[batch] = f"{kind}{slot}"
+        out = [Writes(lay.entry_offsets(slot, rows.size), entries)]
+        payloads = [entries]
+        if lay.adagrad:
+            words = acc_words(acc)
+            base = lay.offset(f"embacc{slot}")
+            out.append(Writes(base + WORD * np.arange(rows.size), words))
+            payloads.append(words)
+        out.append(Writes.one(lay.offset(f"emb{slot}"), record_header(batch, rows.size, *payloads)))
         return out
 
-    def clear_beyond(self, image: PmemImage, kind: str, batch: int) -> list:
-        return [
-            (self.layout.flag_offset(region), _u64(0))
-            for n, region in self.flagged(image, kind).items()
-            if n > batch
-        ]
+    def mlp_payloads(self, params: np.ndarray, acc: np.ndarray | None) -> list[np.ndarray]:
+        payloads = [params]
+        if self.layout.adagrad:
+            payloads.append(acc)
+        return payloads
 
-    def base_mlp(self, image: PmemImage) -> np.ndarray:
-        return image.mlp_record("base")[1]
+    def mlp_record(
+        self,
+        region: str,
+        batch: int,
+        params: np.ndarray,
+        acc: np.ndarray | None,
+        clip: bool = False,
+        header: bool = True,
+    ) -> list[Writes]:
+        """MLP record in ``region`` (mlp0, mlp1 or base): parameters, accumulators and the
+        header. ``clip``: the parameters only where the op's requests wrote them."""
+        lay = self.layout
+        start = lay.offset(region)
+        out = [Writes.one(start + RECORD_HEADER, params, clip)]
+        if header:
+            if lay.adagrad:
+                extra = "baseacc" if region == "base" else region.replace("mlp", "mlpacc")
+                out.append(Writes.one(lay.offset(extra), acc))
+            payloads = self.mlp_payloads(params, acc)
+            out.append(Writes.one(start, record_header(batch, lay.mlp_count, *payloads)))
+        return out
+
+    def flag(self, name: str, batch: int) -> Writes:
+        return Writes.word(self.layout.flag_offset(name), batch + 1)
+
+    def rows_in_place(self, rows: np.ndarray, values, acc) -> list[Writes]:
+        lay = self.layout
+        out = [Writes(lay.row_offset(rows), np.ascontiguousarray(values, dtype=np.float32))]
+        if lay.adagrad:
+            out.append(Writes(lay.acc_offsets(rows), acc_words(acc)))
+        return out
+
+    # ----- recovery helpers ----------------------------------------------------------
+    def flagged(self, image: PmemImage, kind: str) -> dict[int, str]:
+        """batch -> slot region for every set flag of one kind (emb or mlp)."""
+        values = image.flag_values()
+        out = {}
+        for slot in (0, 1):
+            value = int(values[FLAG_NAMES.index(f"{kind}{slot}")])
+            if value > 0:
+                out[value - 1] = f"{kind}{slot}"
+        return out
+
+    def read_flags(self, rec: Recovery) -> None:
+        rec.reads.append((np.array([self.layout.offset("flags")]), 8 * len(FLAG_NAMES)))
+
+    def read_emb(self, rec: Recovery, region: str, count: int) -> None:
+        lay = self.layout
+        rec.reads.append((np.array([lay.offset(region)]), RECORD_HEADER))
+        rec.reads.append((lay.entry_offsets(int(region[-1]), count), lay.entry_bytes))
+        if lay.adagrad:
+            rec.reads.append((np.array([lay.offset(region.replace("emb", "embacc"))]), count * 8))
+
+    def read_mlp(self, rec: Recovery, region: str) -> None:
+        lay = self.layout
+        rec.reads.append((np.array([lay.offset(region)]), RECORD_HEADER + lay.mlp_bytes))
+        if lay.adagrad:
+            extra = "baseacc" if region == "base" else region.replace("mlp", "mlpacc")
+            rec.reads.append((np.array([lay.offset(extra)]), lay.mlp_bytes))
+
+    def base(self, image: PmemImage, rec_reads: Recovery | None = None):
+        if rec_reads is not None:
+            self.read_mlp(rec_reads, "base")
+        return image.mlp_record("base")
+
+    def clear(self, names) -> list[Writes]:
+        return [Writes.word(self.layout.flag_offset(name), 0) for name in names]
+
+    def rollback(self, image: PmemImage, rec: Recovery, logs: list[tuple[int, str]]):
+        """Writes restoring each row to its value in the OLDEST of ``logs`` ((batch,
+        region) newest first) that holds it: one write per row, so their order within
+        the epoch does not matter."""
+        parts = []
+        for n, region in logs:
+            batch, rows, values, accs = image.emb_record(region)
+            if batch != n:
+                raise_corrupt(image, f"{region} holds batch {batch}, its flag says {n}")
+            self.read_emb(rec, region, rows.size)
+            parts.append((rows, values, accs))
+        if not parts:
+            return []
+        rows = np.concatenate([p[0] for p in parts])
+        if rows.size and (rows.min() < 0 or rows.max() >= self.layout.total_rows):
+            raise_corrupt(image, "an embedding log names a row outside the table")
+        values = np.concatenate([p[1] for p in parts])
+        accs = np.concatenate([p[2] for p in parts]) if self.layout.adagrad else None
+        if len(parts) == 1:  # one log: its rows are already distinct
+            return self.rows_in_place(rows, values, accs)
+        last = rows.size - 1 - np.unique(rows[::-1], return_index=True)[1]
+        return self.rows_in_place(rows[last], values[last], None if accs is None else accs[last])
 
     def finish(self, image: PmemImage, rec: Recovery) -> Recovery:
-        """Apply the planned writes and read the recovered table back from the image."""
-        for offset, data in rec.writes:
-            image.write(offset, data)
+        """Apply the planned writes and read the recovered state back (copies)."""
+        dst, values = all_words(rec.writes)
+        image.words[dst] = values
         rec.table = image.table().copy()
+        acc = image.row_acc()
+        rec.row_acc = None if acc is None else acc.copy()
+        rec.mlp = np.array(rec.mlp, copy=True)
+        rec.mlp_acc = None if rec.mlp_acc is None else np.array(rec.mlp_acc, copy=True)
         return rec
 
     def recover(self, image: PmemImage) -> Recovery:
@@ -161,7 +279,9 @@ class NoPersistence(Protocol):
     """DRAM: nothing survives; training restarts from the seeded initial weights."""
 
     def plan(self, image: PmemImage) -> Recovery:
-        return Recovery(0, image.table(), self.base_mlp(image), 0)
+        rec = Recovery(0, np.zeros(0, np.float32), 0)
+        _, rec.mlp, rec.mlp_acc = self.base(image, rec)
+        return rec
 
 
 class RedoProtocol(Protocol):
@@ -170,35 +290,39 @@ class RedoProtocol(Protocol):
     system_kind = "redo"
     log_ops = ("ckpt_log", "ckpt_persist")
 
-    def phases(self, op: str, batch: int, facts: BatchFacts, writes: int) -> list[Phase]:
-        slot = batch % 2
-        if op in self.log_ops:
-            rows = self.emb_log_phase(slot, batch, facts.rows, facts.new)
-            return [
-                rows,
-                *self.mlp_log_writes(slot, batch, facts.mlp_after),
-                self.flag_phase(f"emb{slot}", batch),
-            ]
-        if op == "update":
-            return [self.update_phase(facts.rows, facts.new)]
+    def epochs(self, op: OpView) -> list[list[Writes]]:
+        f, n = op.facts, op.batch
+        if f is None:
+            return []
+        slot = n % 2
+        if op.name in self.log_ops:
+            records = self.emb_record(slot, n, f.rows, f.new, f.new_acc)
+            records += self.mlp_record(f"mlp{slot}", n, f.mlp_after, f.mlp_acc_after)
+            return [records, [self.flag(f"emb{slot}", n)]]
+        if op.name == "update":
+            return [self.rows_in_place(f.rows, f.new, f.new_acc)]
         return []
 
     def plan(self, image: PmemImage) -> Recovery:
+        rec = Recovery(0, np.zeros(0, np.float32), 0)
+        self.read_flags(rec)
         flagged = self.flagged(image, "emb")
         if not flagged:
-            return Recovery(0, image.table(), self.base_mlp(image), 0, bytes_read=64)
+            _, rec.mlp, rec.mlp_acc = self.base(image, rec)
+            return rec
         last = max(flagged)
         region = flagged[last]
-        batch, rows, values = image.emb_record(region)
-        mlp_batch, mlp = image.mlp_record("mlp" + region[-1])
-        if batch != last or mlp_batch != last:
-            raise_corrupt(image, f"{region} holds batch {batch}/{mlp_batch}, flag says {last}")
-        writes = [
-            (int(off), v.view(np.uint8))
-            for off, v in zip(self.layout.row_offset(rows), values, strict=True)
-        ]
-        read = rows.size * self.layout.entry_bytes + mlp.nbytes + 64
-        return Recovery(last + 1, image.table(), mlp, last + 1, writes, read)
+        mlp_region = "mlp" + region[-1]
+        mlp_batch, rec.mlp, rec.mlp_acc = image.mlp_record(mlp_region)
+        self.read_mlp(rec, mlp_region)
+        if mlp_batch != last:
+            raise_corrupt(image, f"{mlp_region} holds batch {mlp_batch}, flag {region} says {last}")
+        rec.epochs = [self.replay(image, rec, last, region)]
+        rec.batch = rec.mlp_batch = last + 1
+        return rec
+
+    def replay(self, image: PmemImage, rec: Recovery, batch: int, region: str) -> list[Writes]:
+        return self.rollback(image, rec, [(batch, region)])
 
 
 class UndoProtocol(Protocol):
@@ -206,112 +330,143 @@ class UndoProtocol(Protocol):
 
     system_kind = "undo"
 
-    def phases(self, op: str, batch: int, facts: BatchFacts, writes: int) -> list[Phase]:
-        slot = batch % 2
-        if op == "emb_log":
-            return [
-                self.emb_log_phase(slot, batch, facts.rows, facts.old),
-                self.flag_phase(f"emb{slot}", batch),
-            ]
-        if op == "update":
-            return [self.update_phase(facts.rows, facts.new)]
-        if op == "mlp_log":
-            return [
-                *self.mlp_log_writes(slot, batch, facts.mlp_before),
-                self.flag_phase(f"mlp{slot}", batch),
-            ]
+    def epochs(self, op: OpView) -> list[list[Writes]]:
+        f, n = op.facts, op.batch
+        if f is None:
+            return []
+        slot = n % 2
+        if op.name == "emb_log":
+            records = self.emb_record(slot, n, f.rows, f.old, f.old_acc)
+            return [records, [self.flag(f"emb{slot}", n)]]
+        if op.name == "mlp_log":
+            record = self.mlp_record(f"mlp{slot}", n, f.mlp_before, f.mlp_acc_before)
+            return [record, [self.flag(f"mlp{slot}", n)]]
+        if op.name == "update":
+            return [self.rows_in_place(f.rows, f.new, f.new_acc)]
         return []
 
     def resume_batch(self, emb: dict[int, str], mlp: dict[int, str]) -> int:
         complete = set(emb) & set(mlp)
         return max(complete) if complete else 0
 
-    def mlp_for(self, image: PmemImage, mlp: dict[int, str], resume: int) -> tuple[int, np.ndarray]:
-        if resume in mlp:
-            return image.mlp_record(mlp[resume])
-        return 0, self.base_mlp(image)
-
     def plan(self, image: PmemImage) -> Recovery:
+        rec = Recovery(0, np.zeros(0, np.float32), 0)
+        self.read_flags(rec)
         emb, mlp = self.flagged(image, "emb"), self.flagged(image, "mlp")
         resume = self.resume_batch(emb, mlp)
-        writes, read = [], 64
-        for n in sorted((n for n in emb if n >= resume), reverse=True):
-            batch, rows, values = self.rollback_record(image, emb[n])
-            if batch != n:
-                raise_corrupt(image, f"{emb[n]} holds batch {batch}, its flag says {n}")
-            offsets = self.layout.row_offset(rows)
-            writes += [(int(o), v.view(np.uint8)) for o, v in zip(offsets, values, strict=True)]
-            read += rows.size * self.layout.entry_bytes
-        mlp_batch, params = self.mlp_for(image, mlp, resume)
-        if mlp_batch > resume:
-            raise_corrupt(image, f"MLP log of batch {mlp_batch} is newer than resume {resume}")
-        writes += self.clear_beyond(image, "emb", resume) + self.clear_beyond(image, "mlp", resume)
-        return Recovery(resume, image.table(), params, mlp_batch, writes, read + params.nbytes)
+        logs = [(n, emb[n]) for n in sorted((n for n in emb if n >= resume), reverse=True)]
+        rows = self.rollback(image, rec, logs)
+        rec.mlp_batch, rec.mlp, rec.mlp_acc, extra = self.mlp_for(image, rec, mlp, resume)
+        if rec.mlp_batch > resume:
+            raise_corrupt(image, f"MLP log of batch {rec.mlp_batch} is newer than resume {resume}")
+        clears = self.clear(self.beyond(emb, mlp, resume))
+        rec.epochs = [rows + extra, clears]
+        rec.batch = resume
+        return rec
 
-    def rollback_record(self, image: PmemImage, region: str):
-        return image.emb_record(region)
+    def beyond(self, emb: dict[int, str], mlp: dict[int, str], resume: int) -> list[str]:
+        """Flags recovery clears: those of the abandoned future (beyond ``resume``)."""
+        return [r for n, r in emb.items() if n > resume] + [r for n, r in mlp.items() if n > resume]
+
+    def mlp_for(self, image: PmemImage, rec: Recovery, mlp: dict[int, str], resume: int):
+        """(batch, params, accumulators, extra writes) of the MLPs to resume with."""
+        if resume in mlp:
+            self.read_mlp(rec, mlp[resume])
+            batch, params, acc = image.mlp_record(mlp[resume])
+            if batch != resume:
+                raise_corrupt(image, f"{mlp[resume]} holds batch {batch}, its flag says {resume}")
+            return batch, params, acc, []
+        batch, params, acc = self.base(image, rec)
+        return batch, params, acc, []
 
 
 class RelaxedUndoProtocol(UndoProtocol):
-    """CXL's relaxed checkpoint: per-batch embedding log, MLP snapshots over slices.
+    """CXL's relaxed checkpoint: per-batch embedding log, MLP copies over slices.
 
-    A copy snapshots the MLPs at the start of the batch of its first slice (the GPU
-    answers the pulls from that snapshot) and alternates between the two MLP slots, so
-    the newest complete copy survives while the next one is written."""
+    Which bytes of a copy a slice wrote, and whether it wrote the copy's header and
+    flag, is what the board's requests say. A copy (from the slice that writes its
+    first bytes to the one that writes its header) holds the MLPs of the newest
+    ``mlp_snapshot`` the GPU had finished when its first payload request was issued
+    (the GPU answers the pulls from its snapshot buffer, kept until the copy is done)."""
 
     system_kind = "relaxed"
 
-    def __init__(self, image: PmemImage) -> None:
-        super().__init__(image)
-        newest = self.flagged(image, "mlp")
-        self._next_slot = 1 if newest and newest[max(newest)] == "mlp0" else 0
-        self._groups: list[tuple[int, int, bool]] = []
-        self._pending: list[list[Phase]] = []
-        self.copies: list[int] = []  # the batch each complete copy snapshots
-        self.completed_at: list[int] = []  # the batch in which each copy completed
-
-    def prepare(self, ops: list[tuple[str, int, int]], facts: dict[int, BatchFacts]) -> None:
-        """Group the board's slices into copies: a copy ends at the slice that also
-        wrote the flag (two device writes)."""
-        self._facts, group = facts, []
-        for name, batch, writes in ops:
-            if name != "mlp_log_slice":
+    def prepare(self, ops: list[OpView]) -> None:
+        """Attribute every slice to its copy: (slot, snapshot batch) per slice uid."""
+        lay = self.layout
+        snapshots = sorted((op.end, op.batch) for op in ops if op.name == "mlp_snapshot")
+        current: dict[int, int] = {}
+        self._slices: dict[int, tuple[int, int | None, bool, bool]] = {}
+        self._facts = {op.batch: op.facts for op in ops if op.facts is not None}
+        for op in sorted(ops, key=lambda o: (o.start, o.uid)):
+            if op.name != "mlp_log_slice":
                 continue
-            group.append(batch)
-            if writes >= 2:
-                self._groups.append((group[0], len(group), True))
-                self.copies.append(group[0])
-                self.completed_at.append(batch)
-                group = []
-        if group:
-            self._groups.append((group[0], len(group), False))
+            addr = op.requests.addr
+            for slot in (0, 1):
+                start, size = lay.regions()[f"mlp{slot}"]
+                inside = (addr >= start + RECORD_HEADER) & (addr < start + size)
+                payload = bool(inside.any())
+                header = bool(((addr >= start) & (addr < start + RECORD_HEADER)).any())
+                flag = bool((addr == lay.flag_offset(f"mlp{slot}")).any())
+                if not (payload or header or flag):
+                    continue
+                if payload and int(addr[inside].min()) == start + RECORD_HEADER:  # a new copy
+                    first = int(op.requests.issued[inside].min())
+                    taken = [batch for end, batch in snapshots if end <= first]
+                    current[slot] = taken[-1] if taken else None
+                self._slices[op.uid] = (slot, current.get(slot), payload, header or flag)
 
-    def phases(self, op: str, batch: int, facts: BatchFacts, writes: int) -> list[Phase]:
-        if op == "mlp_log":
+    def epochs(self, op: OpView) -> list[list[Writes]]:
+        if op.name == "mlp_log":
             return []
-        if op != "mlp_log_slice":
-            return super().phases(op, batch, facts, writes)
-        if not self._pending:
-            first, slices, complete = self._groups.pop(0)
-            slot, self._next_slot = self._next_slot, self._next_slot ^ 1
-            parts = self.mlp_log_writes(slot, first, self._facts[first].mlp_before, slices)
-            self._pending = [[part] for part in parts]
-            if complete:
-                self._pending[-1].append(self.flag_phase(f"mlp{slot}", first))
-        return self._pending.pop(0)
+        if op.name != "mlp_log_slice":
+            return super().epochs(op)
+        slot, snapshot, payload, completes = self._slices.get(op.uid, (0, None, False, False))
+        if snapshot is None:
+            return []
+        f = self._facts[snapshot]
+        region = f"mlp{slot}"
+        record = self.mlp_record(
+            region, snapshot, f.mlp_before, f.mlp_acc_before, clip=True, header=completes
+        )
+        if not payload:
+            record = record[1:]
+        if not completes:
+            return [record]
+        return [record, [self.flag(region, snapshot)]]
 
     def resume_batch(self, emb: dict[int, str], mlp: dict[int, str]) -> int:
         return max(emb) if emb else 0
 
-    def mlp_for(self, image: PmemImage, mlp: dict[int, str], resume: int) -> tuple[int, np.ndarray]:
+    def mlp_for(self, image: PmemImage, rec: Recovery, mlp: dict[int, str], resume: int):
+        """The newest MLP checkpoint not newer than ``resume``: a committed copy, or the
+        base record (an earlier recovery may have made a copy the base)."""
         usable = [n for n in mlp if n <= resume]
-        if usable:
-            return image.mlp_record(mlp[max(usable)])
-        return 0, self.base_mlp(image)
+        base_batch = int(image.region("base")[:8].view("<i8")[0])
+        if not usable or max(usable) < base_batch:  # a tie: the copy (base may be torn)
+            batch, params, acc = self.base(image, rec)
+            return batch, params, acc, []
+        chosen = max(usable)
+        self.read_mlp(rec, mlp[chosen])
+        batch, params, acc = image.mlp_record(mlp[chosen])
+        if batch != chosen:
+            raise_corrupt(image, f"{mlp[chosen]} holds batch {batch}, its flag says {chosen}")
+        return batch, params, acc, self.rebase(image, mlp[chosen])
 
+    def rebase(self, image: PmemImage, region: str) -> list[Writes]:
+        """The chosen copy, verified, becomes the base record (header and payload as they
+        are: the same batch, count and CRC)."""
+        lay = self.layout
+        start = lay.offset(region)
+        record = image.buf[start : start + RECORD_HEADER + lay.mlp_bytes]
+        out = [Writes.one(lay.offset("base"), record)]
+        if lay.adagrad:
+            acc = image.region(region.replace("mlp", "mlpacc"))[: lay.mlp_bytes]
+            out.append(Writes.one(lay.offset("baseacc"), acc))
+        return out
 
-def raise_corrupt(image: PmemImage, why: str) -> None:
-    raise CorruptImage(f"corrupt PMEM image {image.path}: {why}")
+    def beyond(self, emb: dict[int, str], mlp: dict[int, str], resume: int) -> list[str]:
+        return [r for n, r in emb.items() if n > resume] + list(mlp.values())
 
 
 PROTOCOLS: dict[str, type[Protocol]] = {

@@ -1,0 +1,168 @@
+"""Broken protocols the crash checker must catch: each removes one mechanism a real
+protocol relies on (a fence, an order, idempotence, a check)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from components.persistence.image import RECORD_HEADER, WORD, PmemImage
+from components.persistence.protocols import (
+    RedoProtocol,
+    RelaxedUndoProtocol,
+    UndoProtocol,
+)
+from components.persistence.writes import Writes
+
+
+def merged(epochs):
+    """All of an op's epochs as one: the fences between them dropped."""
+    return [[group for epoch in epochs for group in epoch]] if epochs else []
+
+
+class RedoMissingFence(RedoProtocol):
+    """Redo log records and their flag in one epoch: the flag may persist first."""
+
+    def epochs(self, op):
+        epochs = super().epochs(op)
+        return merged(epochs) if op.name in self.log_ops else epochs
+
+
+class UndoMissingFence(UndoProtocol):
+    """Undo embedding log and its flag in one epoch."""
+
+    def epochs(self, op):
+        epochs = super().epochs(op)
+        return merged(epochs) if op.name == "emb_log" else epochs
+
+
+class RelaxedMissingFence(RelaxedUndoProtocol):
+    """The MLP copy's last part, header and flag in one epoch."""
+
+    def epochs(self, op):
+        epochs = super().epochs(op)
+        return merged(epochs) if op.name == "mlp_log_slice" else epochs
+
+
+class FlagBeforeLog(UndoProtocol):
+    """The embedding log's flag is written (and fenced) before the log itself."""
+
+    def epochs(self, op):
+        epochs = super().epochs(op)
+        return epochs[::-1] if op.name == "emb_log" else epochs
+
+
+class ApplyBeforeLog(RedoProtocol):
+    """Redo that updates the rows in place before writing the log that would replay
+    them (in the log op's first epoch; the update op writes nothing)."""
+
+    def epochs(self, op):
+        if op.name == "update":
+            return []
+        epochs = super().epochs(op)
+        if op.name in self.log_ops:
+            f = op.facts
+            return [self.rows_in_place(f.rows, f.new, f.new_acc), *epochs]
+        return epochs
+
+
+class IgnoresMlpLog(RelaxedUndoProtocol):
+    """Relaxed recovery that restores the base MLPs, ignoring every MLP copy."""
+
+    def mlp_for(self, image, rec, mlp, resume):
+        batch, params, acc = self.base(image, rec)
+        return batch, params, acc, []
+
+
+class ClearsFlagsFirst(RelaxedUndoProtocol):
+    """Relaxed recovery that clears the MLP flags before the chosen copy is durable as
+    the base record (and the embedding flags before the rollback)."""
+
+    def plan(self, image):
+        rec = super().plan(image)
+        rec.epochs = rec.epochs[::-1]
+        return rec
+
+
+class NonIdempotentRedo(RedoProtocol):
+    """A logical redo log: it keeps each row's change (new - old) and recovery ADDS it
+    to the table, so replaying after the update (or twice) applies the batch twice."""
+
+    def epochs(self, op):
+        f = op.facts
+        if f is None or op.name not in self.log_ops:
+            return super().epochs(op)
+        slot, n = op.batch % 2, op.batch
+        records = self.emb_record(slot, n, f.rows, f.new - f.old, f.new_acc)
+        records += self.mlp_record(f"mlp{slot}", n, f.mlp_after, f.mlp_acc_after)
+        return [records, [self.flag(f"emb{slot}", n)]]
+
+    def replay(self, image, rec, batch, region):
+        _, rows, deltas, accs = image.emb_record(region)
+        self.read_emb(rec, region, rows.size)
+        return self.rows_in_place(rows, image.table()[rows] + deltas, accs)
+
+
+class TrustsTornFlag(UndoProtocol):
+    """A two-word embedding-log flag (batch + 1, entry count), the count saving a header
+    read; recovery trusts the count without checking it against the record, so a torn
+    flag (new batch, the slot's previous count) rolls back the wrong entries."""
+
+    def count_offset(self, slot: int) -> int:
+        return self.layout.offset("flags") + 32 + WORD * slot
+
+    def epochs(self, op):
+        epochs = super().epochs(op)
+        if op.name == "emb_log" and op.facts is not None:
+            slot = op.batch % 2
+            epochs[1].append(Writes.word(self.count_offset(slot), op.facts.rows.size))
+        return epochs
+
+    def rollback(self, image, rec, logs):
+        groups = []
+        for _, region in logs:
+            image.emb_record(region)  # the record itself is checked, as the real one is
+            slot = int(region[-1])
+            at = self.count_offset(slot)
+            count = min(max(int(image.buf[at : at + 8].view("<i8")[0]), 0), self.layout.max_rows)
+            start = self.layout.offset(region) + RECORD_HEADER
+            raw = image.buf[start : start + count * self.layout.entry_bytes]
+            entries = raw.reshape(count, self.layout.entry_bytes)
+            rows = entries[:, :8].copy().view("<i8").reshape(-1)
+            values = entries[:, 8:].copy().view(np.float32).reshape(-1, self.layout.dim)
+            groups.append((rows, values))
+        if not groups:
+            return []
+        rows = np.concatenate([g[0] for g in groups])
+        values = np.concatenate([g[1] for g in groups])
+        last = rows.size - 1 - np.unique(rows[::-1], return_index=True)[1]
+        return self.rows_in_place(rows[last], values[last], None)
+
+
+class _NoCrc(PmemImage):
+    """An image whose records are trusted without their CRC."""
+
+    def _crc(self, region, extra, payload, more):
+        return int(self.region(region)[16:20].view("<u4")[0])
+
+
+class SkipsChecksum(UndoProtocol):
+    """Undo recovery that never verifies a record's CRC: a damaged record is used."""
+
+    def plan(self, image):
+        trusting = _NoCrc(image.layout, image.buf, image.path, image.identity)
+        trusting.reads = image.reads
+        return super().plan(trusting)
+
+
+MUTANTS = [
+    ("pmem", RedoMissingFence),
+    ("cxl-b", UndoMissingFence),
+    ("cxl", RelaxedMissingFence),
+    ("cxl-b", FlagBeforeLog),
+    ("cxl-d", ApplyBeforeLog),
+    ("cxl", IgnoresMlpLog),
+    ("cxl", ClearsFlagsFirst),
+    ("cxl-d", NonIdempotentRedo),
+    ("cxl-b", TrustsTornFlag),
+    ("cxl-b", SkipsChecksum),
+]
