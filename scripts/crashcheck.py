@@ -79,7 +79,7 @@ def main(argv: list[str]) -> int:
         options = options_from_args(args)
         settings = settings_from_args(args, options.seed)
         validate(options, writes_outdir=False)
-        check_crashcheck(options, args.sample)
+        check_crashcheck(options, args.sample, settings)
         options.progress = False
         report = crashcheck(options, settings, optimizer=args.optimizer)
         for violation in report.violations:

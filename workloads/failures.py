@@ -144,14 +144,9 @@ def recover(
 
 # ----- the failure runs ------------------------------------------------------------------
 def check_options(options: RunOptions, optimizer: str = "sgd") -> None:
-    """Refuse, before any work, what a failure run cannot honour."""
+    """Refuse, before any work, what a failure run cannot honour (new failures on an
+    existing image are refused earlier, by preflight.check_pmem_image)."""
     if options.pmem_image and Path(options.pmem_image).exists():
-        if options.fail_at or options.fail_random:
-            raise UsageError(
-                f"--fail-at/--fail-random with an existing --pmem-image {options.pmem_image}: "
-                "a run given an image recovers from it; delete the image to inject failures "
-                "into a fresh run"
-            )
         check_image_identity(options, optimizer)
 
 

@@ -224,39 +224,49 @@ def check_paths(options: RunOptions, writes_outdir: bool = True) -> None:
 
 
 CRASH_STATES_PER_UPDATED_ROW = 4
-"""Persist events per row a batch updates: measured 3.6 on RMC1, 64 rows, batch 8 on
-CXL (7375 states for 4 batches of 512 updated rows); each row is logged, written in
-place and flagged."""
+"""Persist events per row a batch updates: each row is logged (entry), written in place
+and flagged; measured 3.6 on RMC1, 64 rows, batch 8."""
+INTERVALS_PER_BATCH = 8
+"""Crash intervals (fenced epochs) per batch the explorer reorders in: rows, records,
+flags and updates; measured 4-6 on RMC1 (scripts/crashcheck.py prints them)."""
+MLP_LOG_BURST = 4096
+"""Bytes per MLP-log write request: the near-memory DMA burst (NearMemoryEngine.log_burst)
+and the host's page-sized persist chunks (compute/host.py COPY_CHUNK); each persists at
+its own tick, so the prefix walk visits one state per burst."""
 SECONDS_PER_STATE = 0.0006
-"""Recovery and oracle of one small crash state: bench_crashcheck.py measures 1749-1856
-states/s on one idle core (docs/failures.md); a loaded machine is slower."""
-STATE_BYTES_PER_SECOND = 2e9
-"""Each state copies its image and compares the recovered table: ~3 passes over the
-image at memcpy speed (~6 GB/s on one core)."""
+"""One crash state: its prefix or reordering applied lazily per region, recovery rerun
+only when a region it reads changed, and the oracle: bench_crashcheck.py measures
+~1,500-2,500 states/s at the test scale on a loaded 2-core machine."""
 CRASHCHECK_BUDGET_S = 600.0
 """Longest crash check run without --sample: 10 minutes. Beyond it, a sample is the
 useful check (and the full one is a batch job, not a command)."""
 
 
-def crashcheck_cost(options: RunOptions, sample: int = 0) -> tuple[int, float]:
-    """Crash states a check will visit and the seconds it is expected to take."""
+def crashcheck_cost(options: RunOptions, sample: int = 0, settings=None) -> tuple[int, float]:
+    """Crash states a check will visit and the seconds it is expected to take: the
+    prefix walk's persist events (each updated row's, and each MLP-log burst's), the
+    reorderings per crash interval, failures during recovery and media faults."""
+    from workloads.crashcheck import CheckSettings
     from workloads.recording import image_layout
 
+    settings = settings or CheckSettings()
     layout = image_layout(options)
-    states = CRASH_STATES_PER_UPDATED_ROW * layout.max_rows * options.batches
+    bursts = -(-functional_spec(options).mlp_param_bytes // MLP_LOG_BURST)
+    prefix = (CRASH_STATES_PER_UPDATED_ROW * layout.max_rows + bursts) * options.batches
     if sample:
-        states = min(states, sample)
-    per_state = SECONDS_PER_STATE + layout.size / STATE_BYTES_PER_SECOND
-    return states, states * per_state
+        prefix = min(prefix, sample)
+    explored = settings.explore.budget * INTERVALS_PER_BATCH * options.batches
+    states = prefix + explored + settings.interrupted + settings.media
+    return states, states * SECONDS_PER_STATE
 
 
-def check_crashcheck(options: RunOptions, sample: int) -> None:
+def check_crashcheck(options: RunOptions, sample: int, settings=None) -> None:
     """Refuse a crash check that would not finish in CRASHCHECK_BUDGET_S (or not fit in
     memory), with the estimate and what to change."""
     check_memory(options, crash_states=True)
     from workloads.recording import image_layout
 
-    states, seconds = crashcheck_cost(options, sample)
+    states, seconds = crashcheck_cost(options, sample, settings)
     if seconds > CRASHCHECK_BUDGET_S:
         image = format_bytes(image_layout(options).size)
         hint = "a smaller --sample" if sample else "--sample K (e.g. 1000)"
