@@ -170,7 +170,7 @@ def in_flight(outroot: Path) -> list[Path]:
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
 def test_sigkilled_driver_leaves_no_worker_or_resource_tracker(tmp_path):
-    spec = spec_file(tmp_path, {"seed": [1, 2, 3, 4]}, {"model": "rm3", "batches": 20})
+    spec = spec_file(tmp_path, {"seed": [1, 2, 3, 4]}, {"model": "rm3", "batches": 100})
     outroot = tmp_path / "out"
     driver = subprocess.Popen(
         [*SWEEP, str(spec), "--workers", "2"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
@@ -199,7 +199,7 @@ def test_sigkilled_driver_leaves_no_worker_or_resource_tracker(tmp_path):
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
 def test_ctrl_c_is_one_line_exit_130_and_keeps_finished_runs(tmp_path):
-    spec = spec_file(tmp_path, {"seed": [1, 2, 3, 4]}, {"model": "rm3", "batches": 20})
+    spec = spec_file(tmp_path, {"seed": [1, 2, 3, 4]}, {"model": "rm3", "batches": 100})
     outroot = tmp_path / "out"
     driver = subprocess.Popen(  # its own session: SIGINT to the group, as a terminal sends
         [*SWEEP, str(spec), "--workers", "2"],
@@ -238,7 +238,7 @@ def test_ctrl_c_is_one_line_exit_130_and_keeps_finished_runs(tmp_path):
 
 
 def test_ctrl_c_in_a_single_run_leaves_no_temp_dir(tmp_path):
-    spec = spec_file(tmp_path, {"seed": [1, 2]}, {"model": "rm3", "batches": 20})
+    spec = spec_file(tmp_path, {"seed": [1, 2]}, {"model": "rm3", "batches": 100})
     outroot = tmp_path / "out"
     driver = subprocess.Popen(
         [*SWEEP, str(spec), "--id", "1"],
