@@ -147,3 +147,31 @@ def test_negative_latency_is_a_config_error_naming_the_param():
         Pmem(domain="battery")
     with pytest.raises(ConfigError, match="ctrl_write_bandwidth"):
         Pmem(ctrl_write_bandwidth="0GB/s")
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    n=st.integers(2, 400),
+    lines=st.sampled_from([1, 2, 4, 16]),
+    gaps=st.lists(st.integers(0, 3), min_size=1, max_size=8),
+    domain=st.sampled_from(["adr", "gpf"]),
+)
+def test_log_bursts_are_planned_per_request_exactly_as_line_by_line(n, lines, gaps, domain):
+    """The per-request plan for whole-line ascending bursts must equal the general
+    line-by-line plan it short-cuts."""
+    dev = Pmem(domain=domain)
+    size = lines * dev.access_unit
+    steps = np.resize(np.array(gaps), n) * size + size
+    addr = (1 << 30) + np.concatenate([[0], np.cumsum(steps[:-1])]).astype(np.int64)
+    addr = addr[addr % dev.interleave + size <= dev.interleave]
+    if addr.size < 2:
+        return
+    fast, slow = dev._burst_plan(addr, size), dev._line_plan(addr, size)
+    assert fast is not None
+    head = np.maximum(slow.writes_c - dev.write_queue, 0)
+    by_line = np.argsort(fast.line, kind="stable"), np.argsort(slow.line, kind="stable")
+    assert np.array_equal(fast.line[by_line[0]], slow.line[by_line[1]])
+    assert np.array_equal(fast.rank[by_line[0]], slow.rank[by_line[1]])
+    for field in ("writes_c", "rmw_c", "count_c", "covered_c"):
+        assert np.array_equal(getattr(fast, field), getattr(slow, field)), field
+    assert np.allclose(fast.accept(head), slow.accept(head))

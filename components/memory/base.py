@@ -319,61 +319,118 @@ class MemoryDevice(SimObject):
     def write(self, addresses: np.ndarray, size: int, outstanding: int | None = None) -> MemStream:
         """The needs of a stream of posted writes, and its acceptance/drain bookkeeping."""
         addr, window = self._check(addresses, size, outstanding)
-        ctrls = self._controllers()
-        n, unit, queue = self.controllers, self.access_unit, self.write_queue
+        self._controllers()
         if addr.size == 0:
             return MemStream(self, {}, {}, 0.0, 0, 0)
         self._issued("write", addr, size, outstanding)
+        plan = self._burst_plan(addr, size) or self._line_plan(addr, size)
+        return self._posted(addr, size, window, plan)
+
+    def _line_plan(self, addr: np.ndarray, size: int) -> _WritePlan:
+        """Any stream: split into lines, combined in the buffer, one media write per
+        episode; a request is accepted when its last line's write may enter the WPQ."""
+        n = self.controllers
         lines = self._split(addr, size, writes=True)
-        episodes = _episodes(lines, unit)
+        episodes = _episodes(lines, self.access_unit)
         writes_c = np.bincount(episodes.ctrl, minlength=n).astype(float)
-        rmw_c = np.bincount(episodes.ctrl, weights=~episodes.full, minlength=n)
+        firsts = np.flatnonzero(np.r_[True, lines.request[1:] != lines.request[:-1]])
+
+        def accept(head_c: np.ndarray) -> np.ndarray:
+            rank, head = episodes.rank[lines.episode], head_c[lines.ctrl]
+            line_fraction = _accepted_fraction(rank, head, self.write_queue)
+            return _running_max_per_group(
+                np.maximum.reduceat(line_fraction, firsts), lines.ctrl[firsts]
+            )  # each controller's WPQ accepts in issue order
+
+        return _WritePlan(
+            episodes.line,
+            episodes.ctrl,
+            episodes.rank,
+            writes_c,
+            np.bincount(episodes.ctrl, weights=~episodes.full, minlength=n),
+            np.bincount(lines.ctrl, minlength=n),
+            np.bincount(lines.ctrl, weights=lines.hi - lines.lo, minlength=n),
+            accept,
+        )
+
+    def _burst_plan(self, addr: np.ndarray, size: int) -> _WritePlan | None:
+        """Whole-line bursts going up through memory, each within one interleave chunk
+        (log appends): no line is written twice or partly, so everything follows per
+        request, without splitting into lines first. None when the stream is not so."""
+        unit, chunk = self.access_unit, self.interleave
+        if (
+            size > chunk
+            or not _distinct_lines(addr, size, unit)
+            or np.any(addr % chunk + size > chunk)
+        ):
+            return None
+        n, per = self.controllers, size // unit
+        ctrl = (addr // chunk) % n
+        order = np.argsort(_small(ctrl), kind="stable")
+        per_ctrl = np.bincount(ctrl, minlength=n)
+        nth = np.empty(addr.size, dtype=np.int64)  # the request's place on its controller
+        nth[order] = np.arange(addr.size) - np.repeat(np.cumsum(per_ctrl) - per_ctrl, per_ctrl)
+        offsets = np.arange(per, dtype=np.int64)
+        lines = ((addr // unit)[:, None] + offsets).ravel()
+        rank = (nth[:, None] * per + offsets).ravel()
+        writes_c = per_ctrl * float(per)
+
+        def accept(head_c: np.ndarray) -> np.ndarray:
+            return _accepted_fraction(nth * per + per - 1, head_c[ctrl], self.write_queue)
+
+        return _WritePlan(
+            lines,
+            np.repeat(ctrl, per),
+            rank,
+            writes_c,
+            np.zeros(n),
+            per_ctrl * per,
+            per_ctrl * float(size),
+            accept,
+        )
+
+    def _posted(self, addr: np.ndarray, size: int, window: float, plan: _WritePlan) -> MemStream:
+        """Media needs, WPQ acceptance, drain order and stats of a planned write stream."""
+        ctrls = self._controllers()
+        n, unit, queue = self.controllers, self.access_unit, self.write_queue
+        writes_c, rmw_c = plan.writes_c, plan.rmw_c
         media_ticks = (
             writes_c * unit / self.ctrl_write_bandwidth + rmw_c * unit / self.ctrl_read_bandwidth
         )
         need_c = self._media_ticks(media_ticks, writes_c, self.write_latency, queue)
         visible_c = np.maximum(writes_c - queue, 0)
         share = np.divide(visible_c, writes_c, out=np.zeros(n), where=writes_c > 0)
-        # an episode's media write completes at (rank + 1) of its controller's episodes
-        rank, total = episodes.rank, writes_c[episodes.ctrl]
-        head = visible_c[episodes.ctrl]
+        # a media write completes at (rank + 1) of its controller's writes
+        rank, total = plan.rank, writes_c[plan.ctrl]
+        head = visible_c[plan.ctrl]
         key = np.where(
             rank + 1 <= head,
             np.divide(rank + 1, head, out=np.ones(rank.size), where=head > 0),
             1.0 + (rank + 1 - head) / np.maximum(np.minimum(total, queue), 1),
         )
-        # accepted once the media has drained all but a WPQ-full before it ...
-        accepted_line = np.divide(
-            rank + 1 - queue, head, out=np.zeros(rank.size), where=head > 0
-        ).clip(0.0, 1.0)[lines.episode]
-        firsts = np.flatnonzero(np.r_[True, lines.request[1:] != lines.request[:-1]])
-        accept = _running_max_per_group(
-            np.maximum.reduceat(accepted_line, firsts), lines.ctrl[firsts]
-        )  # each controller's WPQ accepts in issue order
-        # ... and not before the requester's window lets it issue
+        # accepted once the media has drained all but a WPQ-full before it, and not
+        # before the requester's window lets it issue
         latency = self.write_latency
         issue = np.arange(addr.size) * (latency / window if math.isfinite(window) else 0.0)
         stream = WriteStream(
             self,
             addr,
             size,
-            accept,
+            plan.accept(visible_c),
             issue,
-            episodes.line,
+            plan.line,
             key,
             self._by_resource(need_c * (1 - share)),
         )
         self._active_writes.append(stream)
-        count_c = np.bincount(lines.ctrl, minlength=n)
-        covered = np.bincount(lines.ctrl, weights=lines.hi - lines.lo, minlength=n)
         for c in range(n):
             ctrl = ctrls[c]
-            ctrl.bytesWritten += float(covered[c])
-            ctrl.writeReqs += int(count_c[c])
+            ctrl.bytesWritten += float(plan.covered_c[c])
+            ctrl.writeReqs += int(plan.count_c[c])
             ctrl.mediaBytesWritten += float(writes_c[c] * unit)
             ctrl.mediaBytesRead += float(rmw_c[c] * unit)
             ctrl.rmwReads += int(rmw_c[c])
-            ctrl.combinedWrites += int(count_c[c] - writes_c[c])
+            ctrl.combinedWrites += int(plan.count_c[c] - writes_c[c])
         energy = unit * (writes_c.sum() * self.write_energy + rmw_c.sum() * self.read_energy)
         self.writeOps += 1
         self.dynamicEnergy += float(energy)
@@ -489,6 +546,30 @@ class MemoryDevice(SimObject):
 
 
 @dataclass(frozen=True)
+class _WritePlan:
+    """What a write stream does at the media: per media write its line, controller and
+    rank among that controller's writes; per controller the media writes, RMW reads,
+    line accesses and bytes covered; ``accept(head_c)``: per request, the progress of
+    the visible flow at which the WPQ accepts it, given each controller's writes before
+    its last WPQ-full."""
+
+    line: np.ndarray
+    ctrl: np.ndarray
+    rank: np.ndarray
+    writes_c: np.ndarray
+    rmw_c: np.ndarray
+    count_c: np.ndarray
+    covered_c: np.ndarray
+    accept: Callable[[np.ndarray], np.ndarray]
+
+
+def _accepted_fraction(rank: np.ndarray, head: np.ndarray, queue: int) -> np.ndarray:
+    """Progress of the visible flow (``head`` writes per controller) by which the media
+    has drained all but a WPQ-full before the write of rank ``rank``."""
+    return np.divide(rank + 1 - queue, head, out=np.zeros(rank.size), where=head > 0).clip(0, 1)
+
+
+@dataclass(frozen=True)
 class _Episodes:
     """One media write per buffer episode: its line, controller, rank in the
     controller's writes (issue order of the episode's first access), full coverage."""
@@ -523,6 +604,14 @@ def _episodes(lines: _Lines, unit: int) -> _Episodes:
         np.cumsum(per_ctrl) - per_ctrl, per_ctrl
     )
     return _Episodes(line, ctrl, rank, union == FULL)
+
+
+def _distinct_lines(addr: np.ndarray, size: int, unit: int) -> bool:
+    """Whether no line is accessed twice: whole, line-aligned requests going up through
+    memory (log bursts), which the buffer can neither hit nor combine."""
+    if size % unit or addr.size < 2 or np.any(addr % unit):
+        return False
+    return bool(np.all(np.diff(addr) >= size))
 
 
 def _running_max_per_group(values: np.ndarray, group: np.ndarray) -> np.ndarray:
