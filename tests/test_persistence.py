@@ -8,7 +8,13 @@ from hypothesis import strategies as st
 
 from components.memory.base import PersistedWrites
 from components.persistence.explorer import CrashExplorer, ExploreSettings
-from components.persistence.image import CorruptImage, ImageLayout, PmemImage, identity_mismatch
+from components.persistence.image import (
+    RECORD_HEADER,
+    CorruptImage,
+    ImageLayout,
+    PmemImage,
+    identity_mismatch,
+)
 from components.persistence.journal import JournalBuilder, Requests
 from components.persistence.protocols import PROTOCOLS, UndoProtocol, pad_params
 from components.persistence.writes import Writes
@@ -87,7 +93,7 @@ def test_a_flagged_record_that_fails_its_crc_is_corruption_not_a_state():
         image.words[group.words()[0]] = group.words()[1]
     flag = protocol.flag("emb0", 0)
     image.words[flag.words()[0]] = flag.words()[1]
-    image.buf[LAYOUT.offset("emb0") + 64 + 9] ^= 1
+    image.buf[LAYOUT.offset("emb0") + RECORD_HEADER + 9] ^= 1
     with pytest.raises(CorruptImage, match="emb0 record of batch 0 fails its CRC"):
         protocol.recover(image)
 

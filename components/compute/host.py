@@ -96,7 +96,7 @@ class HostCpu(SimObject):
         header: int | None = None,
     ) -> Stage:
         """Write rows to a persistent log and persist each (the redo checkpoint's rows),
-        with the record's 64 B header at ``header``."""
+        with the record's header at ``header``."""
         write = device.write(addresses, row_bytes, self.outstanding(row_bytes))
         return self._persisted(device, self._with_header(device, write, header), len(addresses))
 

@@ -99,7 +99,7 @@ class NearMemoryEngine(SimObject):
         header: int,
     ) -> Stage:
         """DMA rows into log entries (row id + values at ``entries``), streamed, and the
-        record's 64 B header (with the entries' CRC) at ``header``."""
+        record's header (with the entries' CRC) at ``header``."""
         read = pmem.read(sources, row_bytes, self.window(row_bytes))
         write = pmem.write(entries, entry_bytes, self.window(entry_bytes))
         self.rowsCopied += len(sources)

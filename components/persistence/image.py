@@ -16,7 +16,7 @@ place with its row), ``embacc0/1`` (the accumulator of each embedding-log entry,
 word each, in entry order), ``mlpacc0/1`` and ``baseacc`` (the MLP accumulators of each
 MLP record). A record's CRC covers its accumulators too.
 
-A record header is (batch int64, count int64, crc32 uint32) in the first 64 B of its
+A record header is (batch int64, count int64, crc32 uint32) in the first line (256 B) of its
 region; a flag is set only after its record is durable, so a flagged record whose CRC
 does not match means the image is corrupt, never that it is merely old.
 
@@ -35,10 +35,12 @@ from pathlib import Path
 import numpy as np
 
 MAGIC = b"TCXLPMEM"
-VERSION = 3
+VERSION = 4
 HEADER_BYTES = 4096
 PAGE = 4096
-RECORD_HEADER = 64
+RECORD_HEADER = 256
+"""A record's header takes one 256 B media line (an Optane XPLine), so the payload after
+it starts on a line: log bursts then never straddle lines nor read-modify-write them."""
 WORD = 8
 FLAG_NAMES = ("emb0", "emb1", "mlp0", "mlp1")
 OPTIMIZERS = ("sgd", "adagrad")
@@ -171,7 +173,7 @@ class ImageLayout:
 
 
 def record_header(batch: int, count: int, *payloads: np.ndarray) -> np.ndarray:
-    """The 64 B header that makes a record self-checking (CRC32 of its payloads)."""
+    """The header that makes a record self-checking (CRC32 of its payloads)."""
     head = np.zeros(RECORD_HEADER, dtype=np.uint8)
     head[:16] = np.array([batch, count], dtype="<i8").view(np.uint8)
     crc = 0
