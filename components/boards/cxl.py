@@ -300,7 +300,7 @@ class CxlBoard(CxlBBoard):
             moved_stage = self.mlp_log(slot, start, min(remaining, most), header=False)
             yield moved_stage
             writes = moved_stage.flows[0].writes
-            moved = min(writes[0].persisted * burst, remaining)
+            moved = min(sum(w.persisted * w.size for w in writes), remaining)
             state["moved"] += moved
             self.nmp.count_mlp(moved)
             if state["moved"] < state["total"]:

@@ -49,11 +49,9 @@ class NearMemoryBoard(TrainingBoard):
         """Write bytes [start, start + nbytes) of the MLP record of slot ``slot`` in DMA
         bursts (and its header once the record is complete), fed by ``along`` (the
         transfer bringing the bytes in)."""
-        burst = self.nmp.log_burst
         base = self.layout.mlp_offset(slot)
-        addresses = base + start + np.arange(-(-nbytes // burst), dtype=np.int64) * burst
         return self.nmp.write_log(
-            self.pmem, addresses, burst, base - RECORD_HEADER if header else None, along
+            self.pmem, base + start, nbytes, base - RECORD_HEADER if header else None, along
         )
 
     def set_flag(self, name: str) -> Stage:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from components.memory.base import MemoryDevice, concurrent, stage
+from components.memory.base import MemoryDevice, concurrent, stage, write_range
 from components.persistence.image import RECORD_HEADER
 from components.sim.params import ComputeRate, Frequency, Int, Latency, Power
 from components.sim.schedule import Stage
@@ -105,9 +105,7 @@ class HostCpu(SimObject):
     ) -> Stage:
         """Copy one contiguous buffer (the MLP parameters) to persistent memory and
         persist it as PMDK's pmem_persist does for a range: clwb every line, one sfence."""
-        unit = COPY_CHUNK
-        chunks = base + np.arange(-(-nbytes // unit), dtype=np.int64) * unit
-        write = device.write(chunks, unit, self.outstanding(unit))
+        write = write_range(device, base, nbytes, COPY_CHUNK, self.outstanding(COPY_CHUNK))
         return self._persisted(device, self._with_header(device, write, header), 1)
 
     @staticmethod

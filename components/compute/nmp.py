@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from components.memory.base import MemoryDevice, concurrent, stage
+from components.memory.base import MemoryDevice, concurrent, stage, write_range
 from components.persistence.image import RECORD_HEADER
 from components.sim.params import Energy, Frequency, Int, MemorySize, Power, positive
 from components.sim.schedule import Stage
@@ -108,14 +108,15 @@ class NearMemoryEngine(SimObject):
     def write_log(
         self,
         pmem: MemoryDevice,
-        addresses: np.ndarray,
-        burst: int,
+        start: int,
+        nbytes: int,
         header: int | None,
         along: Stage | None = None,
     ) -> Stage:
-        """Write bytes arriving ``along`` a transfer to a log in DMA bursts of ``burst``
-        bytes (and the record's header when it is complete)."""
-        write = pmem.write(addresses, burst, self.window(burst))
+        """Write bytes [start, start + nbytes) arriving ``along`` a transfer to a log in DMA
+        bursts of ``log_burst`` bytes (and the record's header when it is complete)."""
+        burst = self.log_burst
+        write = write_range(pmem, start, nbytes, burst, self.window(burst))
         if header is not None:
             write = concurrent(write, self._header(pmem, header))
         return stage(write, along=along)

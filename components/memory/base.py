@@ -655,6 +655,31 @@ def _buffer_hits(
     return hit, episode, order
 
 
+def write_range(
+    device: MemoryDevice, start: int, nbytes: int, burst: int, outstanding: int | None = None
+) -> MemStream:
+    """Bytes [start, start + nbytes) written in bursts that never cross a burst boundary
+    (the AXI 4 KiB rule DMA engines and page-wise copies follow): a head up to the first
+    boundary, whole bursts, and a tail that stops at the end of the range."""
+    end = start + nbytes
+    first = min(-(-start // burst) * burst, end)
+    last = max(end // burst * burst, first)
+    count = (last - first) // burst
+    parts = [
+        device.write(np.array([start], dtype=np.int64), first - start, outstanding)
+        if first > start
+        else None,
+        device.write(first + np.arange(count, dtype=np.int64) * burst, burst, outstanding)
+        if count
+        else None,
+        device.write(np.array([last], dtype=np.int64), end - last, outstanding)
+        if end > last
+        else None,
+    ]
+    live = [part for part in parts if part is not None]
+    return concurrent(*live) if live else device.write(np.zeros(0, dtype=np.int64), burst)
+
+
 def concurrent(*streams: MemStream) -> MemStream:
     """Streams served side by side on different devices as one (a cache and its
     backing store): needs add up, the slower latency and window count."""
