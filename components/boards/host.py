@@ -48,9 +48,13 @@ class HostBoard(TrainingBoard):
         rows = self.lookup_addresses(demand)
         return self.host.gather_reduce(self.storage, rows, self.layout.row_bytes)
 
+    persistent_tables = False  # whether in-place updates must be persisted (clwb + sfence)
+
     def update(self, demand) -> Iterator[Stage]:
         rows = self.unique_addresses(demand)
-        return self.host.update(self.storage, rows, self.layout.row_bytes)
+        return self.host.update(
+            self.storage, rows, self.layout.row_bytes, persist=self.persistent_tables
+        )
 
     def to_gpu(self, nbytes: int) -> Iterator[Stage]:
         return self._copy(nbytes, "down")
@@ -70,7 +74,10 @@ class RedoHostBoard(HostBoard):
     Software checkpoints once the step's compute has finished (backward done, gradients
     on the host), so nothing of it overlaps the step, unlike CXL-D's hardware pull. The
     new rows are logged before they are written in place (log before apply), so a
-    failure during the update is repaired by replaying the log."""
+    failure during the update is repaired by replaying the log. The in-place update is
+    persisted too: the slot it was logged in is reused two batches later."""
+
+    persistent_tables = True
 
     def update_deps(self, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
         s, n, demand = self.scheduler, ops.batch, ops.demand

@@ -79,14 +79,19 @@ class HostCpu(SimObject):
         return stage(read, compute=compute, latency=self.op_overhead)
 
     def update(
-        self, device: MemoryDevice, addresses: np.ndarray, row_bytes: int
+        self, device: MemoryDevice, addresses: np.ndarray, row_bytes: int, persist: bool = False
     ) -> Iterator[Stage]:
         """Read-modify-write of each updated row (w -= lr * g: 2 flops/element): the
-        framework reads and computes the new rows, then writes them back."""
+        framework reads and computes the new rows, then writes them back, persisting
+        each (clwb + sfence) when the rows live in persistent memory."""
         window = self.outstanding(row_bytes)
         read = device.read(addresses, row_bytes, window)
         yield stage(read, compute=self._compute(2 * len(addresses) * row_bytes // 4))
-        yield stage(device.write(addresses, row_bytes, window), latency=self.op_overhead)
+        write = device.write(addresses, row_bytes, window)
+        if persist:
+            yield self._persisted(device, write, len(addresses))
+        else:
+            yield stage(write, latency=self.op_overhead)
 
     def persist_rows(
         self,
