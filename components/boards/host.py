@@ -138,6 +138,8 @@ class SsdBoard(RedoHostBoard):
 
     def size_memories(self, layout) -> None:
         self.storage.ssd.capacity = f"{layout.size}B"
+        start, size = layout.regions()["data"]
+        object.__setattr__(self.storage, "cached", (start, start + size))
 
 
 class DramBoard(HostBoard):

@@ -70,6 +70,8 @@ class SsdWithCache(SimObject):
     recently used rows are kept. This ignores evictions caused within one op, which
     only matters when a single op touches more distinct rows than the cache holds.
     Writes go through to the SSD (the tables' home) and update/allocate the cached copy.
+    Only the tables are cached: logs and flags (outside ``cached``, set by the board to
+    the data region) go to the SSD alone.
     """
 
     cache_capacity = MemorySize(
@@ -95,6 +97,7 @@ class SsdWithCache(SimObject):
         self._rows = np.zeros(0, dtype=np.int64)  # resident row addresses, sorted
         self._stamp = np.zeros(0, dtype=np.int64)  # their last use (access counter)
         self._clock = 0
+        object.__setattr__(self, "cached", (0, 2**62))  # byte range the cache holds
 
     byte_addressable = False
 
@@ -137,12 +140,14 @@ class SsdWithCache(SimObject):
         )
 
     def write(self, addresses: np.ndarray, size: int, outstanding: int | None = None) -> MemStream:
-        """Write through to the SSD; the cached copies are written in DRAM alongside."""
+        """Write through to the SSD; cached rows are written in DRAM alongside."""
         addr = np.asarray(addresses, dtype=np.int64).ravel()
-        self._touch(addr, size)
+        low, high = self.cached
+        rows = addr[(addr >= low) & (addr < high)]
+        self._touch(rows, size)
         return concurrent(
             self.ssd.write(addr, size, outstanding),
-            self.dram.write(addr, size, outstanding),
+            self.dram.write(rows, size, outstanding),
         )
 
     def _hits(self, addr: np.ndarray) -> np.ndarray:
@@ -155,12 +160,19 @@ class SsdWithCache(SimObject):
         return resident | ~first
 
     def _touch(self, addr: np.ndarray, size: int) -> None:
-        """Stamp the op's rows as most recent and keep the capacity's worth of newest."""
+        """Stamp the op's rows as most recent and keep the capacity's worth of newest.
+        The op's rows are sorted once; merging them into the sorted resident set is a
+        stable sort of two sorted runs (linear)."""
+        if addr.size == 0:
+            return
         stamps = self._clock + np.arange(addr.size, dtype=np.int64)
         self._clock += addr.size
-        rows = np.concatenate([self._rows, addr])
-        last = np.concatenate([self._stamp, stamps])
-        order = np.lexsort((last, rows))
+        order = np.argsort(addr, kind="stable")
+        new, new_last = addr[order], stamps[order]
+        keep = np.r_[new[1:] != new[:-1], True]  # an address's latest use
+        rows = np.concatenate([self._rows, new[keep]])
+        last = np.concatenate([self._stamp, new_last[keep]])
+        order = np.argsort(rows, kind="stable")
         rows, last = rows[order], last[order]
         newest = np.r_[rows[1:] != rows[:-1], True]
         rows, last = rows[newest], last[newest]
