@@ -32,9 +32,11 @@ PEAK = (  # VmHWM: this process's own peak (ru_maxrss would carry a fork's paren
 SMALL = "--model rmc1 --batch-size 8"
 CONFIGS = [
     "--model rm3 --batches 3",
+    "--model rm3 --batches 3 --system pmem",
     "--model rm1 --batches 2",
     "--model rm2 --batches 2",
     "--model rm1 --batches 2 --batch-size 1024",
+    "--model rm1 --batches 2 --batch-size 1024 --system dram",
     "--model rmc1 --batches 2 --functional",
     "--model rmc1 --batches 2 --functional --rows 1000000",
     "--model rm1 --batches 2 --functional --rows 1000",

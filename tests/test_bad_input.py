@@ -259,7 +259,7 @@ def test_ctrl_c_is_one_line_and_leaves_the_previous_outputs(
 
 
 LONG_RUNS = [
-    ("crashcheck", ["--model", "rmc1", "--rows", "64", "--batch-size", "8", "--batches", "4"]),
+    ("crashcheck", ["--model", "rmc1", "--rows", "64", "--batch-size", "8", "--batches", "60"]),
     ("failure_accuracy", ["--batches", "300"]),
     ("sensitivity", ["--outdir", "{new}"]),
     ("reproduce_paper", ["--outdir", "{new}"]),

@@ -24,9 +24,12 @@ MEMORY_LIMIT_ENV = "TRAININGCXL_MEMORY_LIMIT"
 INTERPRETER_BYTES = 64 * 2**20
 """Python, numpy, SimPy and the simulator's modules: measured 45 MB peak for a
 3-batch RM3 run, whose batches are small (bench_preflight.py)."""
-BYTES_PER_LOOKUP = 200
+BYTES_PER_LOOKUP = 320
 """Inputs and memory timing of one batch in flight, per embedding lookup: measured
-157 B (peak of RM1 vs RM2 at batch size 128, and RM1 at 1024), plus a margin."""
+up to 260 B (RM1 at batch size 1024 on dram; 177 B for RM2 on cxl), plus a margin."""
+BYTES_PER_MLP_BYTE = 0.25
+"""The line plans of one MLP checkpoint or log write: RM3 on pmem, whose 170 MB of
+MLPs it writes each batch, peaks 38 MiB above RM3 on cxl (bench_preflight.py)."""
 BYTES_PER_BATCH = 8 * 2**10
 """Op records, batch windows and timeline.csv rows kept for every batch until the
 run writes its outputs: measured 4 KB per batch of RMC1 (tracemalloc), doubled for
@@ -78,6 +81,7 @@ def estimate_memory(options: RunOptions, crash_states: bool = False) -> MemoryEs
         "interpreter": INTERPRETER_BYTES,
         "batch inputs and memory timing": BYTES_PER_LOOKUP * lookups,
         "per-batch records": BYTES_PER_BATCH * options.batches,
+        "MLP write plans": int(BYTES_PER_MLP_BYTE * timed.mlp_param_bytes),
     }
     recording = failure_run(options) or crash_states
     if not (options.functional or recording):
