@@ -121,18 +121,23 @@ def _remove_stale(folder: Path, prefix: str) -> None:
     host = socket.gethostname()
     for entry in folder.glob(f"{prefix}{host}-*"):
         pid = entry.name.rpartition("-")[2]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not process_alive(int(pid)):
             shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink()
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Running on this host: a zombie (killed, not yet reaped) writes nothing more."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):  # no /proc here: kill(0) is all there is
+        return True
+    return state not in ("Z", "X")
 
 
 def _swap_in(staging: Path, target: Path) -> None:

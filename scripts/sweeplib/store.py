@@ -15,6 +15,8 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from components.sim.outputs import process_alive
+
 DONE = "DONE"
 OPTIONS = "options.json"
 RESULTS = "results.json"
@@ -43,21 +45,6 @@ def _owner(path: Path) -> tuple[str, int, str] | None:
     return parts[0], int(parts[1]), parts[2]
 
 
-def _alive(pid: int) -> bool:
-    """Running on this host: a zombie (killed, not yet reaped) writes nothing more."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):  # no /proc here: kill(0) is all there is
-        return True
-    return state not in ("Z", "X")
-
-
 def clean_stale(outroot: Path, run_id: str | None = None) -> int:
     """Remove temp dirs (of run_id, or all) whose process on this host is gone, or whose
     run has finished elsewhere; temp dirs of live runs on other hosts are left alone."""
@@ -69,7 +56,7 @@ def clean_stale(outroot: Path, run_id: str | None = None) -> int:
         if owner is None or (run_id is not None and owner[0] != run_id):
             continue
         mine = owner[2] == host and owner[1] != os.getpid()
-        if (mine and not _alive(owner[1])) or is_complete(outroot, owner[0]):
+        if (mine and not process_alive(owner[1])) or is_complete(outroot, owner[0]):
             shutil.rmtree(path, ignore_errors=True)
             removed += 1
     return removed
