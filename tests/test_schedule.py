@@ -105,3 +105,26 @@ def test_contention_on_the_critical_path_is_charged_to_whom_it_came_from():
     path = critical_path(sched.records, top.record.uid, 0, blame)
     assert path == {"top_mlp": 100, "embedding": 300, "contention": 300}
     assert blame == {"checkpoint": 300}
+
+
+def test_a_stall_on_a_slowed_background_op_is_partly_contention():
+    from components.sim.flows import Flow
+    from components.sim.schedule import Stage
+
+    engine = Engine()
+    sched = Scheduler(engine)
+    log = sched.op(
+        "log", "checkpoint", 0, "dma", lambda now: Stage([Flow({"media": 600})]), background=True
+    )
+    look = sched.op("lookup", "embedding", 0, "nmp", lambda now: Stage([Flow({"media": 300})]))
+    update = sched.op("update", "embedding", 0, "nmp", fixed(100), deps=[look, log])
+    engine.run()
+    # shared evenly until the lookup ends at 600, the log then runs alone to 900: it
+    # lost 300 of its 900 ticks; the update waited 300 past the lookup, a third of it
+    # (the log's own share of slowed time) is the lookup's contention
+    assert (look.record.end, log.record.end, update.record.end) == (600, 900, 1000)
+    assert log.record.wait == 300
+    blame = {}
+    path = critical_path(sched.records, update.record.uid, 0, blame)
+    assert path == {"embedding": 100 + 300, "contention": 300 + 100, "checkpoint": 200}
+    assert blame == {"checkpoint": 300, "embedding": 100}

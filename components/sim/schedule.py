@@ -253,7 +253,8 @@ def critical_path(
     release came from a background op (a checkpoint log the op had to wait for), only
     the wait beyond the op's latest foreground dependency is charged to the background
     op's category, and the walk continues along the foreground chain: that wait is the
-    stall. Time where nothing on the chain ran is 'idle'. The categories sum to the
+    stall, and the share of it the background op spent slowed by others is contention
+    too. Time where nothing on the chain ran is 'idle'. The categories sum to the
     window's length.
     """
     totals: dict[str, int] = {}
@@ -271,11 +272,7 @@ def critical_path(
         begin = max(record.start, window_start)
         span = cursor - begin
         length = record.end - record.start
-        lost = math.floor(span * record.wait / length) if length > 0 and record.wait else 0
-        charge(record.category, span - lost)
-        charge("contention", lost)
-        if contention is not None and lost:
-            _split_contention(records, record, lost, contention)
+        _charge_run(records, record, span, length, charge, contention)
         cursor = begin
         following = record.pred
         if following is not None and records[following].background and not record.background:
@@ -283,12 +280,25 @@ def critical_path(
             foreground = record.fg_pred
             resume = records[foreground].end if foreground is not None else blocker.start
             resume = max(min(resume, cursor), window_start)
-            charge(blocker.category, cursor - resume)
+            stall = cursor - resume
+            _charge_run(records, blocker, stall, blocker.end - blocker.start, charge, contention)
             cursor = resume
             following = foreground if foreground is not None else blocker.pred
         uid = following
     charge("idle", cursor - window_start)
     return totals
+
+
+def _charge_run(records, record: OpRecord, span: int, length: int, charge, contention) -> None:
+    """Charge ``span`` ticks of ``record``'s run: the share its flows spent slowed by
+    other ops to 'contention' (split by whom into ``contention``), the rest to its own
+    category."""
+    part = min(span, length)
+    lost = math.floor(part * record.wait / length) if length > 0 and record.wait else 0
+    charge(record.category, span - lost)
+    charge("contention", lost)
+    if contention is not None and lost:
+        _split_contention(records, record, lost, contention)
 
 
 def _split_contention(records, record: OpRecord, lost: int, out: dict) -> None:
