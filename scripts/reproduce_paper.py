@@ -142,7 +142,7 @@ def plot_all(results, models, outdir: Path) -> None:
             rows = read_timeline(outdir / f"{system}-{m}" / "timeline.csv")
             draw_timeline(ax, rows, [1], f"{system}: batch 1 of {m}")
         fig.legend(handles=legend_handles(), loc="upper right", fontsize=7)
-        fig.tight_layout()
+        fig.tight_layout(rect=(0, 0, 0.86, 1))  # the legend in a margin of its own
         fig.savefig(outdir / f"timeline_{m}.png", dpi=120)
         plt.close(fig)
 

@@ -116,7 +116,7 @@ def plot_timeline(
     units.set_xlabel("")
     draw_resource_timeline(shared, rows, batches)
     fig.legend(handles=legend_handles(), loc="upper right", fontsize=7)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 0.88, 1))  # the legend in a margin of its own
     fig.savefig(out, dpi=120)
     plt.close(fig)
 
