@@ -42,6 +42,7 @@ VARIANTS = [
     ("GPU GEMM efficiency 0.3", "gemm_efficiency", "0.3"),
     ("cudaMemcpy overhead 20us", "memcpy_overhead", "20us"),
     ("batch size 512", "batch_size", 512),
+    ("PMEM arbitration by media time", "arbitration", "time"),
 ]
 
 

@@ -2,7 +2,8 @@
 
 Each expectation is computed from what the streams need alone (their per-resource
 needs, from the device model) and the sharing rule (equal shares of a bottleneck), not
-from the simulated result.
+from the simulated result. A controller's ``arbitration`` decides what is shared
+equally: media time (``time``) or turns (``requests``, the default).
 """
 
 import numpy as np
@@ -37,7 +38,7 @@ def test_opposite_directions_of_a_link_do_not_share():
 
 
 def _one_controller() -> Pmem:
-    return Pmem(controllers=1)
+    return Pmem(controllers=1, arbitration="time")
 
 
 def test_a_read_write_mix_on_one_controller_obeys_its_media_time_budget():
@@ -65,8 +66,32 @@ def test_a_read_write_mix_on_one_controller_obeys_its_media_time_budget():
     assert duration(read) == pytest.approx(2 * r_need + tail, rel=1e-6)
 
 
+def test_under_request_arbitration_streams_take_turns_instead_of_time_shares():
+    n = 20_000
+    reads = np.random.default_rng(3).integers(0, 1 << 20, n) * 256
+    writes = (1 << 30) + np.arange(n, dtype=np.int64) * 256
+    probe = Pmem(controllers=1)
+    read, write = probe.read(reads, 256), probe.write(writes, 256)
+    t_read = max(read.needs.values()) / n  # media ticks per request, alone
+    t_write = (max(write.needs.values()) + max(write.writes[0].drain.needs.values())) / n
+    assert t_write > 2 * t_read  # a line write costs the media more than a line read
+    pmem = Pmem(controllers=1, arbitration="requests")
+    (r, w), sched = run_ops(
+        lambda now: stage(pmem.read(reads, 256)),
+        lambda now: stage(pmem.write(writes, 256)),
+        devices=[pmem],
+    )
+    # one read per write, turn by turn: the reads end after n turns of both costs ...
+    assert duration(r) == pytest.approx(n * (t_read + t_write) + read.latency, rel=1e-3)
+    # ... while under time sharing they would have ended after 2 n t_read
+    assert duration(r) > 1.5 * (2 * n * t_read)
+    # the media served exactly what both needed, whoever got the turns
+    media = sched.network.use[pmem.resource(0)]
+    assert media.busy == pytest.approx(n * (t_read + t_write), rel=1e-6)
+
+
 def test_a_lookup_overlapping_a_log_is_slower_by_the_shared_time_and_slows_the_log():
-    pmem = Pmem()
+    pmem = Pmem(arbitration="time")  # equal shares of media time
     rows = np.random.default_rng(5).integers(0, 1 << 22, 50_000) * 128
     log = (1 << 32) + np.arange(20_000, dtype=np.int64) * 4096
     # needs alone, per controller (balanced streams: every controller the same)
@@ -76,9 +101,9 @@ def test_a_lookup_overlapping_a_log_is_slower_by_the_shared_time_and_slows_the_l
     v = max(logw.needs.values())
     w_drain = max(logw.writes[0].drain.needs.values())
     assert v > r  # the log outlasts the lookup
-    pmem = Pmem()
+    pmem = Pmem(arbitration="time")
     (alone,), _ = run_ops(lambda now: stage(pmem.read(rows, 128, 256)), devices=[pmem])
-    pmem = Pmem()
+    pmem = Pmem(arbitration="time")
     (look, logged), _ = run_ops(
         lambda now: stage(pmem.read(rows, 128, 256)),
         lambda now: stage(pmem.write(log, 4096, 64)),

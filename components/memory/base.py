@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from components.sim.flows import Flow
-from components.sim.params import ConfigError, MemorySize
+from components.sim.params import ConfigError, Enum, MemorySize
 from components.sim.schedule import Stage
 from components.sim.simobject import SimObject
 from components.sim.units import TICKS_PER_SECOND
@@ -115,6 +115,7 @@ class MemStream:
     requests: int
     gates: list = field(default_factory=list)
     writes: list[WriteStream] = field(default_factory=list)
+    weight: float = 1.0  # its share of a contended controller (``arbitration``)
 
 
 _NOTHING = np.empty(0, dtype=np.int64)
@@ -229,6 +230,17 @@ class MemoryDevice(SimObject):
         "set by the board from the tables and logs it places here",
     )
 
+    arbitration = Enum(
+        "requests",
+        "how a controller shares its media between concurrent streams: requests (each gets "
+        "equal turns, so a stream of costly requests takes more of the time) or time (each "
+        "gets an equal share of media time, processor sharing)",
+        "gem5 MemCtrl/NVMInterface serve queued reads and writes in turn (FR-FCFS); NVMe "
+        "round-robin arbitration of submission queues; time: the fluid max-min of "
+        "flow-level simulators (docs/architecture.md, docs/gem5.md)",
+        choices=("requests", "time"),
+    )
+
     persist_domain = "adr"  # devices without a `domain` parameter persist at WPQ entry
 
     def __init__(self, **overrides: Any) -> None:
@@ -321,6 +333,7 @@ class MemoryDevice(SimObject):
             max(math.floor(self.read_latency - service), 0),
             int(addr.size),
             gates,
+            weight=self._weight(need_c, reqs),
         )
 
     def write(self, addresses: np.ndarray, size: int, outstanding: int | None = None) -> MemStream:
@@ -429,6 +442,8 @@ class MemoryDevice(SimObject):
             key,
             self._by_resource(need_c * (1 - share)),
         )
+        weight = self._weight(need_c, plan.count_c)
+        stream.drain.weight = weight
         self._active_writes.append(stream)
         for c in range(n):
             ctrl = ctrls[c]
@@ -450,6 +465,7 @@ class MemoryDevice(SimObject):
             int(addr.size),
             [],
             [stream],
+            weight,
         )
 
     # ----- internals ------------------------------------------------------------
@@ -466,6 +482,17 @@ class MemoryDevice(SimObject):
             if f"ctrl{c}" not in self._children:
                 setattr(self, f"ctrl{c}", MemoryController())
         return [self._children[f"ctrl{c}"] for c in range(self.controllers)]
+
+    def _weight(self, need_c: np.ndarray, requests_c: np.ndarray) -> float:
+        """A stream's share of a contended controller. Under ``requests`` arbitration
+        every stream gets equal turns, so its share of media time follows its media
+        ticks per request (on its busiest controller), counted in units of one line
+        read; under ``time`` every stream gets an equal share."""
+        if self.arbitration != "requests" or not need_c.any():
+            return 1.0
+        busiest = int(np.argmax(need_c))
+        line_read = self.access_unit * TICKS_PER_SECOND / self.ctrl_read_bandwidth
+        return float(need_c[busiest] / max(requests_c[busiest], 1) / line_read)
 
     def _by_resource(self, per_ctrl: np.ndarray) -> dict[str, float]:
         return {self.resource(c): float(v) for c, v in enumerate(per_ctrl) if v > 0}
@@ -709,6 +736,7 @@ def concurrent(*streams: MemStream) -> MemStream:
         sum(s.requests for s in live),
         [g for s in live for g in s.gates],
         [w for s in live for w in s.writes],
+        max(s.weight for s in live),
     )
 
 
@@ -734,7 +762,8 @@ def stage(
         for key, value in part.items():
             nbytes[key] = nbytes.get(key, 0.0) + value
     min_ticks = max([s.min_ticks for s in streams] + [f.min_ticks for f in feeding], default=0.0)
-    flow = Flow(needs, min_ticks=min_ticks, bytes=nbytes)
+    weight = _stage_weight(streams)
+    flow = Flow(needs, min_ticks=min_ticks, weight=weight, bytes=nbytes)
     offset = along.latency if along is not None else 0
     gates = list(along.gates) if along is not None else []
     for s in streams:
@@ -743,3 +772,12 @@ def stage(
         offset += s.latency if s.requests else 0
         gates += s.gates
     return Stage([flow], latency + offset, gates)
+
+
+def _stage_weight(streams: tuple[MemStream, ...]) -> float:
+    """The weight of a stage's flow: that of its stream with the most media need (the
+    one that meets the others on a contended controller)."""
+    live = [s for s in streams if s.needs]
+    if not live:
+        return 1.0
+    return max(live, key=lambda s: max(s.needs.values())).weight
