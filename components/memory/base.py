@@ -115,7 +115,7 @@ class MemStream:
     requests: int
     gates: list = field(default_factory=list)
     writes: list[WriteStream] = field(default_factory=list)
-    weight: float = 1.0  # its share of a contended controller (``arbitration``)
+    turn: float | None = None  # media time per request, under ``requests`` arbitration
 
 
 _NOTHING = np.empty(0, dtype=np.int64)
@@ -333,7 +333,7 @@ class MemoryDevice(SimObject):
             max(math.floor(self.read_latency - service), 0),
             int(addr.size),
             gates,
-            weight=self._weight(need_c, reqs),
+            turn=self._turn(need_c, reqs),
         )
 
     def write(self, addresses: np.ndarray, size: int, outstanding: int | None = None) -> MemStream:
@@ -442,8 +442,8 @@ class MemoryDevice(SimObject):
             key,
             self._by_resource(need_c * (1 - share)),
         )
-        weight = self._weight(need_c, plan.count_c)
-        stream.drain.weight = weight
+        turn = self._turn(need_c, plan.count_c)
+        stream.drain.weight = turn or 1.0  # the drain needs only the controllers
         self._active_writes.append(stream)
         for c in range(n):
             ctrl = ctrls[c]
@@ -465,7 +465,7 @@ class MemoryDevice(SimObject):
             int(addr.size),
             [],
             [stream],
-            weight,
+            turn,
         )
 
     # ----- internals ------------------------------------------------------------
@@ -483,13 +483,13 @@ class MemoryDevice(SimObject):
                 setattr(self, f"ctrl{c}", MemoryController())
         return [self._children[f"ctrl{c}"] for c in range(self.controllers)]
 
-    def _weight(self, need_c: np.ndarray, requests_c: np.ndarray) -> float:
-        """A stream's share of a contended controller. Under ``requests`` arbitration
-        every stream gets equal turns, so its share of media time follows its media
-        ticks per request (on its busiest controller), counted in units of one line
-        read; under ``time`` every stream gets an equal share."""
+    def _turn(self, need_c: np.ndarray, requests_c: np.ndarray) -> float | None:
+        """Under ``requests`` arbitration every stream gets equal turns, so its share of
+        a contended controller's media time follows its media ticks per request (on its
+        busiest controller, in units of one line read). None under ``time``: every
+        stream gets an equal share."""
         if self.arbitration != "requests" or not need_c.any():
-            return 1.0
+            return None
         busiest = int(np.argmax(need_c))
         line_read = self.access_unit * TICKS_PER_SECOND / self.ctrl_read_bandwidth
         return float(need_c[busiest] / max(requests_c[busiest], 1) / line_read)
@@ -736,7 +736,7 @@ def concurrent(*streams: MemStream) -> MemStream:
         sum(s.requests for s in live),
         [g for s in live for g in s.gates],
         [w for s in live for w in s.writes],
-        max(s.weight for s in live),
+        max((s.turn for s in live if s.turn is not None), default=None),
     )
 
 
@@ -762,7 +762,7 @@ def stage(
         for key, value in part.items():
             nbytes[key] = nbytes.get(key, 0.0) + value
     min_ticks = max([s.min_ticks for s in streams] + [f.min_ticks for f in feeding], default=0.0)
-    weight = _stage_weight(streams)
+    weight = _stage_weight(streams, max(needs.values(), default=0.0))
     flow = Flow(needs, min_ticks=min_ticks, weight=weight, bytes=nbytes)
     offset = along.latency if along is not None else 0
     gates = list(along.gates) if along is not None else []
@@ -774,10 +774,15 @@ def stage(
     return Stage([flow], latency + offset, gates)
 
 
-def _stage_weight(streams: tuple[MemStream, ...]) -> float:
-    """The weight of a stage's flow: that of its stream with the most media need (the
-    one that meets the others on a contended controller)."""
+def _stage_weight(streams: tuple[MemStream, ...], scale: float) -> float:
+    """The weight of a stage's flow. A flow's share is counted on its most-needed
+    resource (``scale``); under ``requests`` arbitration its share of the controller its
+    heaviest stream needs most must be one turn per request there, so the turn is
+    scaled up when something else (a link) is the flow's most-needed resource."""
     live = [s for s in streams if s.needs]
     if not live:
         return 1.0
-    return max(live, key=lambda s: max(s.needs.values())).weight
+    heaviest = max(live, key=lambda s: max(s.needs.values()))
+    if heaviest.turn is None:
+        return 1.0
+    return heaviest.turn * scale / max(heaviest.needs.values())
