@@ -32,10 +32,12 @@ def _candidates(checkout: str) -> list[str]:
             found += sorted(glob.glob(os.path.join(prefix, "lib", version, "site-packages")))
     python3 = shutil.which("python3")
     if python3:
-        query = "import site, sys; print(sys.version_info[:2] == (%d, %d)); print(*site.getsitepackages(), sep='\\n')"
-        out = subprocess.run(
-            [python3, "-c", query % sys.version_info[:2]], capture_output=True, text=True
+        major, minor = sys.version_info[:2]
+        query = (
+            f"import site, sys; print(sys.version_info[:2] == ({major}, {minor})); "
+            "print(*site.getsitepackages(), sep='\\n')"
         )
+        out = subprocess.run([python3, "-c", query], capture_output=True, text=True)
         lines = out.stdout.split("\n")
         if out.returncode == 0 and lines[0] == "True":
             found += [line for line in lines[1:] if line]

@@ -176,7 +176,7 @@ def _stage_plan(board, op: str, stage: StageRecord, leg: Leg | None, demand) -> 
     compute = _compute_ticks(board, stage)
     for record in stage.streams:
         if record.requests:
-            streams.append(_memory_stream(board, op, record, compute))
+            streams += _memory_streams(board, op, record, compute)
     modelled = _memory_latency(stage)
     if leg is not None:
         transfer = _transfer(board, leg, _leg_bytes(board, op, stage, demand))
@@ -187,29 +187,39 @@ def _stage_plan(board, op: str, stage: StageRecord, leg: Leg | None, demand) -> 
     return StagePlan(streams, max(stage.latency - modelled, 0), stage.alone)
 
 
-def _memory_stream(board, op: str, record: StreamRecord, compute: float) -> TraceStream:
+def _memory_streams(board, op: str, record: StreamRecord, compute: float) -> list[TraceStream]:
+    """A device stream as packets, one stream per controller: the requester keeps its
+    tags per controller (the engine's 64 per controller), so a full controller queue
+    holds up only its own requests; a fenced host persist stays one stream (a core
+    waits for its rows wherever they went)."""
     device = record.device
     addresses = record.addresses[: record.requests]
     packets = split_lines(addresses, record.size, device.access_unit)
     per_request = len(packets) / addresses.size
-    window = 0
-    if record.outstanding:
-        window = math.ceil(record.outstanding * per_request)
-    fenced = _fence_group(board, op, record)
-    if fenced:
-        window = math.ceil(fenced * per_request)
     ticks = np.zeros(len(packets), dtype=np.int64)
     if compute > 0:
         ticks = np.floor(packets.request * (compute / addresses.size)).astype(np.int64)
-    return TraceStream(
-        engine_side(board),
-        record.kind == "write",
-        window,
-        packets.addr,
-        packets.size,
-        ticks,
-        f"{op}.{record.kind}",
-    )
+    write = record.kind == "write"
+    label = f"{op}.{record.kind}"
+    side = engine_side(board)
+    fenced = _fence_group(board, op, record)
+    if fenced:
+        window = math.ceil(fenced * per_request)
+        return [TraceStream(side, write, window, packets.addr, packets.size, ticks, label)]
+    ctrls = device.controllers
+    window = math.ceil(record.outstanding * per_request / ctrls) if record.outstanding else 0
+    ctrl = (packets.addr // device.interleave) % ctrls
+    streams = []
+    for c in range(ctrls):
+        mine = ctrl == c
+        if mine.any():
+            streams.append(
+                TraceStream(
+                    side, write, window, packets.addr[mine], packets.size[mine], ticks[mine],
+                    f"{label}.ctrl{c}",
+                )
+            )  # fmt: skip
+    return streams
 
 
 def _fence_group(board, op: str, record: StreamRecord) -> int:

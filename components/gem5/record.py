@@ -2,8 +2,9 @@
 
 A ``RecordingScheduler`` is the engine's Scheduler that also keeps, for every op, what
 it waited for (its dependencies, the op it starts with, the op whose creation it
-waited for) and each stage it ran: when it started and ended, its latency, what its flows needed of each
-resource and how long it would have taken alone (``alone_ticks``), and the request
+waited for) and each stage it ran: when it started and ended, its latency, what its
+flows needed of each resource and how long it would have taken alone (``alone_ticks``),
+and the request
 streams the memory devices announced while the stage was being built (their
 ``stream_listeners``: kind, addresses, size, window), tagged with the op being built
 (``scheduler.current``). A stage stopped early by its window (the relaxed MLP-log

@@ -219,9 +219,6 @@ class Replay:
 
     def _finish(self, running: _Stream) -> None:
         import m5
-        import os
-        if os.environ.get("G5DEBUG"):
-            print("stream", running.stage.op.plan.name, running.stream.label, running.stream.packets, "start", running.start, "end", m5.curTick(), "dur", (m5.curTick()-running.start)/1e6)
 
         del self._running[running.gen.path()]
         self._free[pool_key(running.stream)].append(running.gen)

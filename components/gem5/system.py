@@ -118,9 +118,10 @@ def build(board, plans: list[OpPlan]) -> Gem5System:
     """The gem5 system that replays ``plans`` of a connected board (``board.layout``)."""
     import m5.objects as m5o
 
-    system = m5o.System(mem_mode="timing", mmap_using_noreserve=True, cache_line_size=256)
-    system.clk_domain = _clock(m5o, "1GHz")
     device = board.table_memory()
+    line = max(device.access_unit, tr.LINE_BYTES)  # the largest packet: a device line
+    system = m5o.System(mem_mode="timing", mmap_using_noreserve=True, cache_line_size=line)
+    system.clk_domain = _clock(m5o, "1GHz")
     ctrls, controller, size = _table_ctrls(m5o, device)
     system.mem_ctrls = ctrls
     system.ctrl_xbar = _xbar(m5o)
@@ -191,12 +192,14 @@ def _wire_routes(system, m5o, board, xbars, used) -> None:
         )
         memory.port = xbars[side].mem_side_ports
         memories.append(memory)
-    system.transfer_targets = memories
-    if hasattr(board, "cxl_switch"):
+    if memories:
+        system.transfer_targets = memories
+    if hasattr(board, "cxl_switch") and used:
         system.switch = _xbar(m5o, **tr.xbar(board.cxl_switch))
     for issuer, target, kind in sorted(used):
         path = hops(board, issuer, target)
-        ends = [xbars[issuer]] + [system.switch] * (len(path) - 1) + [xbars[target]]
+        middle = [system.switch] * (len(path) - 1) if len(path) > 1 else []
+        ends = [xbars[issuer], *middle, xbars[target]]
         target_range = m5o.AddrRange(region(target, kind), size=REGION_SPAN)
         for (link, _), upstream, downstream in zip(path, ends[:-1], ends[1:], strict=True):
             params = tr.serial_link(link, tr.line_bytes_on_wire(kind), LINK_BUFFERS)
@@ -206,4 +209,5 @@ def _wire_routes(system, m5o, board, xbars, used) -> None:
             upstream.mem_side_ports = serial.cpu_side_port
             serial.mem_side_port = downstream.cpu_side_ports
             links.append(serial)
-    system.links = links
+    if links:
+        system.links = links

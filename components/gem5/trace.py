@@ -89,7 +89,8 @@ def _varint_bytes(value: int) -> bytes:
 def header() -> bytes:
     """Magic number and the PacketHeader message (object id, tick frequency)."""
     name = b"trainingcxl"
-    message = _message([(0x0A, _varint_bytes(len(name)) + name), (0x18, _varint_bytes(TICK_FREQUENCY))])
+    fields = [(0x0A, _varint_bytes(len(name)) + name), (0x18, _varint_bytes(TICK_FREQUENCY))]
+    message = _message(fields)
     return MAGIC.to_bytes(4, "little") + message
 
 

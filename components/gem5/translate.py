@@ -34,6 +34,7 @@ DDR4_TCL_NS = 14.16
 XBAR_CLOCK_HZ = 4e9  # internal crossbars: a 256 B line per 1 ns keeps them off the path
 XBAR_HOP_TICKS = 500  # one crossbar crossing: frontend + forward latency, 1 cycle each
 XBAR_RESPONSE_TICKS = 250  # a response's crossing: 1 cycle
+MEDIA_WRITES = 2  # writes an NVMInterface holds at the media (gem5's histograms need >= 2)
 MAX_XBAR_CYCLES = 3900  # gem5 panics on a crossbar header delay above 1 us (src/mem/xbar.cc)
 
 
@@ -48,66 +49,69 @@ def pow2_at_least(value: float) -> int:
 
 # ----- memories ------------------------------------------------------------------------
 def nvm_interface(pmem) -> dict[str, object]:
-    """Per-controller ``NVMInterface`` (and its MemCtrl's frontend latency) for a Pmem.
+    """Per-controller ``NVMInterface`` and MemCtrl parameters for a Pmem.
 
-    - burst = row buffer = the XPLine (``access_unit``): a packet moves within one
-      line, reading a line the bank does not hold costs tREAD, writing costs tWRITE;
+    Our controller's media is one server that reads a line in ``access_unit /
+    ctrl_read_bandwidth`` and writes one in ``access_unit / ctrl_write_bandwidth``,
+    shared by every stream. In gem5 terms:
+    - burst = row buffer = the XPLine: a packet stays within one line; a read of a line
+      the bank does not hold costs tREAD, every write of (part of) a line tWRITE, and
+      writes to a line still in the write queue merge;
+    - one bank, tREAD = line / read bandwidth, tWRITE = line / write bandwidth (the
+      bank's open line is a one-line XPBuffer: compare with ``buffer_lines=1``);
     - tBURST = one 64 B transfer on the DDR-T bus (DDR4-2400): the bus moves what a
       request asks for, the media whole lines;
-    - banks = as many lines as the media reads per idle read latency, rounded down;
-      tREAD = banks x line / read bandwidth (so the banks together read at exactly
-      ``ctrl_read_bandwidth``) and the frontend latency takes what is left of our idle
-      read latency (frontend + tREAD + tSEND + tBURST + backend);
-    - tWRITE = banks x line / write bandwidth;
-    - read queue and pending reads = ``read_queue``; the write queue (the WPQ, whose
-      acceptance acknowledges a write) and the writes in flight at the media =
-      ``write_queue`` each.
+    - the rest of our idle read latency (frontend + tREAD + tSEND + tBURST + backend)
+      is the controller's static frontend latency (a pipeline, not an occupancy);
+    - the WPQ is the write queue plus the writes at the media: gem5 keeps at least
+      two at the media (one written, one waiting), the write queue holds the rest of
+      ``write_queue``; its low watermark is 0, so it drains whenever no read waits
+      (our last WPQ-full drains after the stream);
+    - read queue and reads at the media = ``read_queue``.
     """
     unit = pmem.access_unit
     burst_ns = LINE_BYTES / DDR_T_BUS * 1e9
-    fixed_ns = NVM_TSEND_NS + burst_ns + BACKEND_NS
-    read_ns = pmem.read_latency / 1000 - fixed_ns - FRONTEND_NS
-    banks = math.floor(pmem.ctrl_read_bandwidth * read_ns * 1e-9 / unit)
-    if banks < 1:
+    t_read = unit / pmem.ctrl_read_bandwidth * 1e9
+    t_write = unit / pmem.ctrl_write_bandwidth * 1e9
+    frontend = pmem.read_latency / 1000 - t_read - NVM_TSEND_NS - burst_ns - BACKEND_NS
+    if frontend < 0:
         raise ValueError(
-            f"{pmem.path}.read_latency: {pmem.read_latency / 1000:g} ns leaves no time for "
-            f"one {unit} B media read at {pmem.ctrl_read_bandwidth / 1e9:g} GB/s after the "
-            f"{fixed_ns + FRONTEND_NS:.3g} ns gem5 adds around tREAD"
+            f"{pmem.path}.read_latency: {pmem.read_latency / 1000:g} ns is below the "
+            f"{t_read + NVM_TSEND_NS + burst_ns + BACKEND_NS:.3g} ns of one {unit} B media "
+            "read and the transfer gem5 adds to it"
         )
-    t_read = banks * unit / pmem.ctrl_read_bandwidth * 1e9
-    frontend = pmem.read_latency / 1000 - fixed_ns - t_read
-    t_write = banks * unit / pmem.ctrl_write_bandwidth * 1e9
     return {
         "interface": {
             "burst_length": unit * 8 // 64,
             "device_bus_width": 64,
             "devices_per_rank": 1,
             "ranks_per_channel": 1,
-            "banks_per_rank": banks,
+            "banks_per_rank": 1,
             "device_rowbuffer_size": f"{unit}B",
             "tBURST": f"{burst_ns:.6g}ns",
             "tREAD": f"{t_read:.6g}ns",
             "tWRITE": f"{t_write:.6g}ns",
             "tSEND": f"{NVM_TSEND_NS}ns",
             "read_buffer_size": pmem.read_queue,
-            "write_buffer_size": pmem.write_queue,
+            "write_buffer_size": pmem.write_queue - MEDIA_WRITES,
             "max_pending_reads": pmem.read_queue,
-            "max_pending_writes": pmem.write_queue,
+            "max_pending_writes": MEDIA_WRITES,
             "two_cycle_rdwr": True,
             "null": True,
         },
         "controller": {
             "static_frontend_latency": f"{frontend:.6g}ns",
             "static_backend_latency": f"{BACKEND_NS:g}ns",
+            "write_low_thresh_perc": 0,
         },
     }
 
 
 def dram_interface(dram) -> dict[str, object]:
     """Per-channel overrides of ``DDR4_2400_8x8`` for a Dram: tBURST = 64 B / channel
-    bandwidth (DDR4-2400's own at 19.2 GB/s), our queues, and the static backend
-    latency stretched so that a closed-row read (frontend + tRCD + tCL + tBURST +
-    backend) costs our idle read latency."""
+    bandwidth (DDR4-2400's own at 19.2 GB/s), our queues, the static backend latency
+    stretched so that a closed-row read (frontend + tRCD + tCL + tBURST + backend)
+    costs our idle read latency, and a write queue that drains whenever no read waits."""
     burst_ns = LINE_BYTES / dram.ctrl_read_bandwidth * 1e9
     core = FRONTEND_NS + DDR4_TRCD_NS + DDR4_TCL_NS + burst_ns
     backend_ns = dram.read_latency / 1000 - core
@@ -126,6 +130,7 @@ def dram_interface(dram) -> dict[str, object]:
         "controller": {
             "static_frontend_latency": f"{FRONTEND_NS:g}ns",
             "static_backend_latency": f"{backend_ns:.6g}ns",
+            "write_low_thresh_perc": 0,
         },
     }
 
