@@ -1,17 +1,20 @@
-"""Per-op durations of one configuration on the built-in engine and on gem5.
+"""Per-op and per-batch durations of one configuration on the built-in engine and in gem5.
 
     python scripts/compare_backends.py --system cxl --model rm1 --batches 2
-    GEM5=/path/to/gem5.opt python scripts/compare_backends.py --system cxl --batches 2
+    python scripts/compare_backends.py --system cxl --batches 2 --gem5-xpbuffer
 
-The built-in side runs here; with GEM5 set, this same script runs again under gem5.opt
-(as __m5_main__) to realize the memory ops in gem5 (components/gem5) and the two are
-printed side by side with their ratio. Without GEM5 only the built-in side is printed.
-Errors in the options print one line and exit with 2.
+gem5 is ``GEM5`` or ../shared/gem5/gem5 beside the checkout; this script runs itself
+again under it (as __m5_main__, with the environment its embedded Python needs), where
+the run is recorded by the built-in engine and each memory op replayed in gem5 twice:
+in the built-in schedule next to the others (concurrent) and by itself (alone). The
+table gives both sides and gem5/built-in for every op and batch. ``--gem5-xpbuffer``
+gives the built-in engine gem5's XPBuffer (one line per controller: the NVM bank's
+open line) instead of its own. Without gem5 only the built-in side is printed. Errors
+in the options print one line and exit with 2.
 """
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import subprocess
@@ -27,66 +30,115 @@ from workloads.options import UsageError, parse_run_options  # noqa: E402
 
 PROG = "compare_backends.py"
 GEM5_SIDE = "--gem5-side"  # internal: argv[1] of the run under gem5.opt, then a JSON path
-
-
-def builtin_durations(argv: list[str], outdir: str) -> dict[tuple[int, str], float]:
-    """Run the built-in engine; per (batch, op) duration in microseconds from timeline.csv."""
-    from workloads.job import run_job
-
-    options = parse_run_options([*argv, "--outdir", outdir], PROG, __doc__)
-    options.progress = False
-    run_job(options)
-    with open(Path(outdir) / "timeline.csv", newline="") as handle:
-        return {
-            (int(row["batch"]), row["op"]): (float(row["end_ms"]) - float(row["start_ms"])) * 1e3
-            for row in csv.DictReader(handle)
-        }
-
-
-def gem5_durations(gem5: str, argv: list[str], outdir: str) -> dict[tuple[int, str], float]:
-    """Run this script under gem5.opt; per (batch, op) duration in microseconds."""
-    out = Path(outdir) / "gem5_ops.json"
-    command = [gem5, "-d", str(Path(outdir) / "m5out"), __file__, GEM5_SIDE, str(out), *argv]
-    subprocess.run(command, check=True)
-    ops = json.loads(out.read_text())["ops"]
-    return {(op["batch"], op["op"]): op["ticks"] / 1e6 for op in ops}
+XPBUFFER = "--gem5-xpbuffer"
+GEM5_BUFFER_LINES = 1  # translate.nvm_interface: one bank, its open line
+LOW, HIGH = 0.85, 1.15
 
 
 def gem5_side(out: str, argv: list[str]) -> None:
-    """Under gem5.opt: realize the memory ops and write their durations to out."""
+    """Under gem5.opt: record the run, replay its memory ops, write both sides to out."""
+    from components.gem5.bootstrap import ensure_dependencies
+
+    ensure_dependencies(ROOT)
     from workloads.gem5_run import run_under_gem5
 
     options = parse_run_options(argv, PROG, __doc__)
     Path(out).write_text(json.dumps(run_under_gem5(options), indent=1) + "\n")
 
 
-def table(builtin: dict, gem5: dict | None) -> list[str]:
-    keys = sorted(gem5 if gem5 is not None else builtin)
-    lines = [f"{'batch':>5} {'op':<16} {'built-in us':>12} {'gem5 us':>12} {'gem5/built-in':>14}"]
-    for key in keys:
-        ours, theirs = builtin.get(key), (gem5 or {}).get(key)
-        ratio = f"{theirs / ours:.3f}" if ours and theirs is not None else "-"
-        lines.append(f"{key[0]:>5} {key[1]:<16} {_us(ours):>12} {_us(theirs):>12} {ratio:>14}")
+def builtin_only(argv: list[str]) -> dict:
+    """The built-in side alone (no gem5 here), in the gem5 side's layout."""
+    from workloads.gem5_run import record_builtin
+
+    _, traces, _ = record_builtin(parse_run_options(argv, PROG, __doc__))
+    ops = [
+        {
+            "batch": trace.record.batch,
+            "op": trace.record.name,
+            "builtin": {"concurrent": trace.builtin_ticks, "alone": trace.builtin_alone},
+        }
+        for trace in sorted(traces.values(), key=lambda t: t.record.uid)
+        if any(stage.streams for stage in trace.stages)
+    ]
+    return {"ops": ops, "batches": []}
+
+
+def run_gem5(gem5: str, argv: list[str], outdir: Path) -> dict:
+    """This script under gem5.opt; its JSON, or one line about why it failed."""
+    from components.gem5 import environment
+
+    out = outdir / "gem5_ops.json"
+    command = [gem5, "-d", str(outdir / "m5out"), __file__, GEM5_SIDE, str(out), *argv]
+    try:
+        run = subprocess.run(command, env=environment(), capture_output=True, text=True)
+    except OSError as exc:
+        raise RuntimeError(f"cannot run gem5 {gem5!r}: {exc.strerror or exc}") from None
+    if run.returncode != 0 or not out.exists():
+        tail = (run.stderr or run.stdout).strip().splitlines()[-12:]
+        raise RuntimeError(f"gem5 exited with {run.returncode}:\n" + "\n".join(tail))
+    return json.loads(out.read_text())
+
+
+def table(results: dict) -> list[str]:
+    """Rows of both sides in microseconds, ratios gem5/built-in, flagged outside 15%."""
+    gem5 = any("gem5" in op for op in results["ops"])
+    head = f"{'batch':>5} {'op':<16}"
+    for mode in ("concurrent", "alone"):
+        head += f" {mode + ' built-in':>20}"
+        if gem5:
+            head += f" {'gem5':>10} {'ratio':>7}"
+    lines = [head]
+    for row in results["ops"] + [{**b, "op": "(batch)"} for b in results["batches"]]:
+        line = f"{row['batch']:>5} {row['op']:<16}"
+        for mode in ("concurrent", "alone"):
+            ours = row["builtin"][mode] / 1e6
+            line += f" {ours:>20.3f}"
+            if gem5:
+                theirs = row["gem5"][mode] / 1e6
+                ratio = theirs / ours if ours else float("nan")
+                flag = " " if LOW <= ratio <= HIGH else "*"
+                line += f" {theirs:>10.3f} {ratio:>6.3f}{flag}"
+        lines.append(line)
     return lines
 
 
-def _us(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3f}"
-
-
 def main(argv: list[str]) -> int:
+    xpbuffer = XPBUFFER in argv
+    argv = [arg for arg in argv if arg != XPBUFFER]
     try:
-        parse_run_options(argv, PROG, __doc__)
-    except UsageError as exc:
+        options = parse_run_options(argv, PROG, __doc__)
+        from workloads.configure import prepare
+        from workloads.gem5_run import refusal
+
+        _, _, board = prepare(options)
+    except (UsageError, ValueError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
-    gem5 = os.environ.get("GEM5")
+    if xpbuffer:
+        argv += ["--set", f"{board.table_memory().path}.buffer_lines={GEM5_BUFFER_LINES}"]
+    from components.gem5 import binary
+
+    gem5 = binary()
+    reason = refusal(argv) if gem5 else None
+    if reason:
+        print(f"{PROG}: error: {reason}", file=sys.stderr)
+        return 2
     with tempfile.TemporaryDirectory() as outdir:
-        builtin = builtin_durations(argv, str(Path(outdir) / "builtin"))
-        theirs = gem5_durations(gem5, argv, outdir) if gem5 else None
-    print("\n".join(table(builtin, theirs)))
+        try:
+            results = run_gem5(gem5, argv, Path(outdir)) if gem5 else builtin_only(argv)
+        except RuntimeError as exc:
+            print(f"{PROG}: error: {exc}", file=sys.stderr)
+            return 2
+    print("durations in us; ratio = gem5 / built-in, * outside 0.85-1.15")
+    print("\n".join(table(results)))
+    if "wall_s" in results:
+        wall = results["wall_s"]
+        print(
+            f"wall: built-in {wall['builtin_recorded']:.2f} s (recording run), gem5 "
+            f"{wall['gem5_concurrent']:.2f} s concurrent + {wall['gem5_alone']:.2f} s alone"
+        )
     if not gem5:
-        print("note: set GEM5=/path/to/gem5.opt to run the same ops in gem5 (docs/gem5.md)")
+        print("note: no gem5 binary (GEM5, or ../shared/gem5/gem5): built-in side only")
     return 0
 
 

@@ -43,7 +43,6 @@ def record_builtin(options: RunOptions):
     engine = Engine()
     scheduler = RecordingScheduler(engine)
     board = connected_board(options, spec, batch_size, engine, scheduler)
-    check_realizable(board)
     record_devices(board, scheduler)
     inputs = InputGenerator(spec, batch_size, seed=options.seed)
     demands = {}
@@ -73,6 +72,7 @@ def run_under_gem5(options: RunOptions) -> dict[str, Any]:
 
     started = time.monotonic()
     board, traces, demands = record_builtin(options)
+    check_realizable(board)
     plans = plan_ops(board, traces, demands)
     builtin_wall = time.monotonic() - started
     sim = build(board, plans)
@@ -97,7 +97,11 @@ def run_under_gem5(options: RunOptions) -> dict[str, Any]:
                     "batch": plan.batch,
                     "op": plan.name,
                     "builtin": {"concurrent": trace.builtin_ticks, "alone": trace.builtin_alone},
-                    "gem5": {"concurrent": end - begin, "alone": alone[uid]},
+                    "gem5": {"concurrent": end - begin, "alone": sum(alone[uid])},
+                    "stages_alone": [
+                        [stage.builtin_alone, ticks]
+                        for stage, ticks in zip(plan.stages, alone[uid], strict=True)
+                    ],
                 }
             )
         if plan.name == "batch_end":

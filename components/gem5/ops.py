@@ -77,6 +77,7 @@ class LinearStream:
     period: int  # ticks between packets (0: back to back)
     label: str
     route: tuple[str, str, str]  # (issuer side, target side, message class)
+    delay: int = 0  # ticks before the first packet (a handshake gem5's write lacks)
 
     @property
     def packets(self) -> int:
@@ -133,8 +134,9 @@ def check_realizable(board) -> None:
     kind = type(board.table_memory()).__name__
     if kind not in ("Pmem", "Dram"):
         raise Unrealizable(
-            f"--system {board.system}: gem5 has no stock model of a {kind} (NVMe flash "
-            "behind a DRAM cache); this system runs on the built-in engine only"
+            f"--system {board.system}: gem5 has no stock SimObject for its tables' {kind} "
+            "(its memory controllers model DRAM and NVM only); this system runs on the "
+            "built-in engine only"
         )
 
 
@@ -176,7 +178,7 @@ def _stage_plan(board, op: str, stage: StageRecord, leg: Leg | None, demand) -> 
     compute = _compute_ticks(board, stage)
     for record in stage.streams:
         if record.requests:
-            streams += _memory_streams(board, op, record, compute)
+            streams += _memory_streams(board, op, stage, record, compute)
     modelled = _memory_latency(stage)
     if leg is not None:
         transfer = _transfer(board, leg, _leg_bytes(board, op, stage, demand))
@@ -187,11 +189,13 @@ def _stage_plan(board, op: str, stage: StageRecord, leg: Leg | None, demand) -> 
     return StagePlan(streams, max(stage.latency - modelled, 0), stage.alone)
 
 
-def _memory_streams(board, op: str, record: StreamRecord, compute: float) -> list[TraceStream]:
-    """A device stream as packets, one stream per controller: the requester keeps its
-    tags per controller (the engine's 64 per controller), so a full controller queue
-    holds up only its own requests; a fenced host persist stays one stream (a core
-    waits for its rows wherever they went)."""
+def _memory_streams(
+    board, op: str, stage: StageRecord, record: StreamRecord, compute: float
+) -> list[TraceStream]:
+    """A device stream as packets. The near-memory engine keeps its tags per controller
+    (64 each), so its streams split into one per controller and a full controller
+    queue holds up only its own requests; the host's fill buffers are one pool, so its
+    streams stay whole, with a fence group's rows as the window of a fenced persist."""
     device = record.device
     addresses = record.addresses[: record.requests]
     packets = split_lines(addresses, record.size, device.access_unit)
@@ -202,9 +206,9 @@ def _memory_streams(board, op: str, record: StreamRecord, compute: float) -> lis
     write = record.kind == "write"
     label = f"{op}.{record.kind}"
     side = engine_side(board)
-    fenced = _fence_group(board, op, record)
-    if fenced:
-        window = math.ceil(fenced * per_request)
+    if side == "host":
+        rows = _fence_group(board, stage, record) or record.outstanding or 0
+        window = max(round(rows * per_request), 1) if rows else 0
         return [TraceStream(side, write, window, packets.addr, packets.size, ticks, label)]
     ctrls = device.controllers
     window = math.ceil(record.outstanding * per_request / ctrls) if record.outstanding else 0
@@ -222,15 +226,17 @@ def _memory_streams(board, op: str, record: StreamRecord, compute: float) -> lis
     return streams
 
 
-def _fence_group(board, op: str, record: StreamRecord) -> int:
-    """Rows a host persist keeps in flight when each fence waits for its rows to be
-    acknowledged: one fence group per core (components/compute/host.py)."""
-    host = board.host
-    if engine_side(board) != "host" or op != "ckpt_persist" or record.kind != "write":
+def _fence_group(board, stage: StageRecord, record: StreamRecord) -> int:
+    """Requests a host write stream keeps in flight when it is persisted by a chain of
+    fences, each waiting for its rows' acknowledgement (components/compute/host.py):
+    one fence group per core. The chain shows as a bound on the stage beyond what the
+    stream's own window imposes; 0 when there is none."""
+    if record.kind != "write" or not record.outstanding:
         return 0
-    if -(-record.requests // host.rows_per_fence) <= 1:
+    window = (record.requests - 1) * record.device.write_latency / record.outstanding
+    if stage.min_ticks <= window * (1 + 1e-9) + 1:
         return 0
-    return host.cores * host.rows_per_fence
+    return board.host.cores * board.host.rows_per_fence
 
 
 def _compute_ticks(board, stage: StageRecord) -> float:
@@ -326,9 +332,11 @@ def _mlp_log_bytes(board, stage: StageRecord) -> int:
 
 
 def _transfer(board, leg: Leg, nbytes: int) -> LinearStream:
-    window, period = 0, 0
+    window, period, delay = 0, 0, 0
     if leg.kind in ("flush", "read"):
         window = _dcoh(board, leg).max_outstanding
+    if leg.kind == "flush":  # DirtyEvict out, GO_WritePull back, then the data
+        delay = board.cxl_path(leg.issuer, leg.target).one_way_ticks(_header("D2H Req"))
     elif leg.kind == "copy":
         link = hops(board, leg.issuer, leg.target)[0][0]
         period = tr.period_for(board.cuda.copy_bandwidth(link))
@@ -341,7 +349,12 @@ def _transfer(board, leg: Leg, nbytes: int) -> LinearStream:
         period,
         f"{leg.kind}:{leg.issuer}->{leg.target}",
         (leg.issuer, leg.target, leg.kind),
+        delay,
     )
+
+
+def _header(message: str) -> int:
+    return math.ceil(HEADER_BITS[message] / 8)
 
 
 def _dcoh(board, leg: Leg):
@@ -357,14 +370,12 @@ def transfer_latency(board, leg: Leg) -> int:
     path = board.cxl_path(leg.issuer, leg.target)
     if leg.kind == "mmio":
         return path.one_way_ticks(0)
-    req = math.ceil(HEADER_BITS["D2H Req"] / 8)
+    req = _header("D2H Req")
     if leg.kind == "flush":
-        rsp = math.ceil(HEADER_BITS["H2D Rsp"] / 8)
-        data = math.ceil(HEADER_BITS["D2H Data"] / 8) + LINE_BYTES
-        first = path.round_trip_ticks(req, rsp) + path.one_way_ticks(data)
+        data = _header("D2H Data") + LINE_BYTES
+        first = path.round_trip_ticks(req, _header("H2D Rsp")) + path.one_way_ticks(data)
     else:
-        data = math.ceil(HEADER_BITS["H2D Data"] / 8) + LINE_BYTES
-        first = path.round_trip_ticks(req, data)
+        first = path.round_trip_ticks(req, _header("H2D Data") + LINE_BYTES)
     return math.ceil(first - first / _dcoh(board, leg).max_outstanding)
 
 

@@ -45,6 +45,7 @@ class StageRecord:
     latency: int
     alone: int
     needs: dict[str, float]
+    min_ticks: float  # the longest bound a flow put on itself (a window, a fence chain)
     streams: list[StreamRecord] = field(default_factory=list)
     end: int = -1
     progress: float = 1.0
@@ -117,6 +118,7 @@ class RecordingScheduler(Scheduler):
             stage.latency,
             alone_ticks(stage),
             needs,
+            max((flow.min_ticks for flow in stage.flows), default=0.0),
             self._pending.pop(record.uid, []),
         )
         trace.stages.append(captured)

@@ -62,6 +62,7 @@ class _Op:
     end: int = -1
     index: int = 0
     done: Callable[[_Op], None] | None = None
+    marks: list[int] = field(default_factory=list)  # tick each stage began
 
 
 @dataclass
@@ -144,9 +145,9 @@ class Replay:
         self._loop(lambda: any(op.end < 0 for op in ops.values()))
         return {uid: (op.start, op.end) for uid, op in ops.items()}
 
-    def alone(self, plans: list[OpPlan]) -> dict[int, int]:
+    def alone(self, plans: list[OpPlan]) -> dict[int, list[int]]:
         """Each op with memory traffic by itself, QUIESCE after the previous one; gem5
-        ticks per op uid."""
+        ticks of each of its stages, per op uid."""
         import m5
 
         ops = [_Op(plan) for plan in plans if plan.realized]
@@ -160,7 +161,7 @@ class Replay:
 
         next_op()
         self._loop(lambda: any(op.end < 0 for op in ops))
-        return {op.plan.trace.record.uid: op.end - op.start for op in ops}
+        return {op.plan.trace.record.uid: list(np.diff(op.marks).tolist()) for op in ops}
 
     # ----- ops and stages --------------------------------------------------------------
     def _begin(self, op: _Op) -> None:
@@ -172,6 +173,7 @@ class Replay:
     def _next_stage(self, op: _Op) -> None:
         import m5
 
+        op.marks.append(m5.curTick())
         if op.index == len(op.plan.stages):
             op.end = m5.curTick()
             if op.done is not None:
@@ -209,6 +211,8 @@ class Replay:
                         stream.size, stream.ticks)  # fmt: skip
             yield gen.createTrace(0, str(running.trace))
         else:
+            if stream.delay:
+                yield gen.createIdle(stream.delay)
             end = stream.start + stream.packets * 64
             read_percent = 0 if stream.write else 100
             yield gen.createLinear(

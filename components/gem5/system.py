@@ -124,16 +124,33 @@ def build(board, plans: list[OpPlan]) -> Gem5System:
     system.clk_domain = _clock(m5o, "1GHz")
     ctrls, controller, size = _table_ctrls(m5o, device)
     system.mem_ctrls = ctrls
-    system.ctrl_xbar = _xbar(m5o)
+    system.media_xbar = media = _xbar(m5o)
     for ctrl in ctrls:
-        ctrl.port = system.ctrl_xbar.mem_side_ports
+        ctrl.port = media.mem_side_ports
+    system.ctrl_xbar = _xbar(m5o)  # where table reads enter
+    buffer = tr.xpbuffer(device)
+    if buffer is None:
+        system.ctrl_xbar.mem_side_ports = media.cpu_side_ports
+    else:  # a read buffer per controller, on its share of the interleaved range
+        # the coherent crossbar below them sinks their clean evictions
+        system.buffer_xbar = below = m5o.SystemXBar(width=64, max_routing_table_size=1 << 20)
+        below.clk_domain = _clock(m5o, f"{tr.XBAR_CLOCK_HZ / 1e9:g}GHz")
+        below.mem_side_ports = media.cpu_side_ports
+        caches = []
+        for ctrl in ctrls:
+            cache = m5o.Cache(**buffer, addr_ranges=[ctrl.dram.range])
+            cache.clk_domain = _clock(m5o, f"{tr.XBAR_CLOCK_HZ / 1e9:g}GHz")
+            system.ctrl_xbar.mem_side_ports = cache.cpu_side
+            cache.mem_side = below.cpu_side_ports
+            caches.append(cache)
+        system.xpbuffers = caches
     xbars = {}
     for side in _sides(board, plans):
         xbars[side] = _xbar(m5o)
         setattr(system, f"{side}_xbar", xbars[side])
     engine = xbars[engine_side(board)]
     engine.mem_side_ports = system.ctrl_xbar.cpu_side_ports
-    writes = _write_path(system, m5o, tr.write_ack_cycles(device, controller))
+    writes = _write_path(system, m5o, tr.write_ack_cycles(device, controller), media)
     _wire_routes(system, m5o, board, xbars, routes(plans))
     system.mem_ranges = [m5o.AddrRange(0, size=size)] + [
         m5o.AddrRange(region(side, kind), size=REGION_SPAN) for side, _, kind in _targets(plans)
@@ -162,13 +179,14 @@ def _sides(board, plans: list[OpPlan]) -> list[str]:
     return sorted(used)
 
 
-def _write_path(system, m5o, cycles: list[int]):
-    """Crossbars whose response latencies delay a table write's acknowledgement."""
+def _write_path(system, m5o, cycles: list[int], media):
+    """Crossbars whose response latencies delay a table write's acknowledgement, into
+    the controllers' WPQs (writes combine there, not in the read buffers)."""
     chain = [_xbar(m5o, response_latency=c) for c in cycles]
     system.write_xbars = chain
     for upstream, downstream in zip(chain, chain[1:], strict=False):
         upstream.mem_side_ports = downstream.cpu_side_ports
-    chain[-1].mem_side_ports = system.ctrl_xbar.cpu_side_ports
+    chain[-1].mem_side_ports = media.cpu_side_ports
     return chain[0]
 
 

@@ -58,11 +58,12 @@ def nvm_interface(pmem) -> dict[str, object]:
       the bank does not hold costs tREAD, every write of (part of) a line tWRITE, and
       writes to a line still in the write queue merge;
     - one bank, tREAD = line / read bandwidth, tWRITE = line / write bandwidth (the
-      bank's open line is a one-line XPBuffer: compare with ``buffer_lines=1``);
+      bank's open line adds a line of buffer to the XPBuffer, ``xpbuffer``);
     - tBURST = one 64 B transfer on the DDR-T bus (DDR4-2400): the bus moves what a
       request asks for, the media whole lines;
     - the rest of our idle read latency (frontend + tREAD + tSEND + tBURST + backend)
-      is the controller's static frontend latency (a pipeline, not an occupancy);
+      is a pipeline, not an occupancy: the controller's static frontend latency (an
+      XPBuffer hit pays the same pipeline in the buffer, ``xpbuffer``);
     - the WPQ is the write queue plus the writes at the media: gem5 keeps at least
       two at the media (one written, one waiting), the write queue holds the rest of
       ``write_queue``; its low watermark is 0, so it drains whenever no read waits
@@ -107,6 +108,35 @@ def nvm_interface(pmem) -> dict[str, object]:
     }
 
 
+def xpbuffer(pmem) -> dict[str, object] | None:
+    """A classic ``Cache`` in front of each controller playing its XPBuffer for reads.
+
+    Direct-mapped with ``controllers x buffer_lines`` lines of ``access_unit``, of which
+    a controller's lines use ``buffer_lines`` sets: the cache indexes by the whole
+    address, and with the interleave a multiple of the line, two lines of one controller
+    share a set exactly when their controller-local line numbers are equal modulo
+    ``buffer_lines`` (our buffer's slot), provided ``buffer_lines`` is a multiple of the
+    lines per interleave chunk (64 and 16 by default). A hit costs our idle read
+    latency less the media read (the DIMM's pipeline, which a miss pays at the
+    controller). Writes do not go through it: they are acknowledged at the WPQ, where
+    gem5 merges writes to a line still queued (our write combining); a write of part of
+    a line costs a whole line there, without the read of our read-modify-write.
+    Reads see the lines earlier reads left, not those writes left (our buffer holds
+    both). None without a buffer (``buffer_lines`` 0) or for DRAM."""
+    if type(pmem).__name__ != "Pmem" or pmem.buffer_lines == 0:
+        return None
+    return {
+        "size": f"{pmem.controllers * pmem.buffer_lines * pmem.access_unit}B",
+        "assoc": 1,
+        "tag_latency": 1,
+        "data_latency": buffer_hit_cycles(pmem),
+        "response_latency": 1,
+        "mshrs": pmem.read_queue,
+        "tgts_per_mshr": 16,
+        "write_buffers": 16,
+    }
+
+
 def dram_interface(dram) -> dict[str, object]:
     """Per-channel overrides of ``DDR4_2400_8x8`` for a Dram: tBURST = 64 B / channel
     bandwidth (DDR4-2400's own at 19.2 GB/s), our queues, the static backend latency
@@ -135,13 +165,19 @@ def dram_interface(dram) -> dict[str, object]:
     }
 
 
+def buffer_hit_cycles(pmem) -> int:
+    """An XPBuffer hit: our idle read latency less one line's media read (cycles)."""
+    hit = pmem.read_latency - pmem.access_unit * TICKS_PER_SECOND / pmem.ctrl_read_bandwidth
+    return max(round(hit * XBAR_CLOCK_HZ / TICKS_PER_SECOND), 1)
+
+
 def controller_ack_ticks(controller: dict[str, object]) -> int:
     """Ticks a write takes to be acknowledged without the extra delay: two crossings
     to the controller (its requester's crossbar, the controllers' crossbar), the
     controller's frontend latency (MemCtrl acknowledges a write once it is queued)
-    and the response's crossing of the controllers' crossbar."""
-    frontend = float(str(controller["static_frontend_latency"]).removesuffix("ns")) * 1000
-    return round(2 * XBAR_HOP_TICKS + frontend + XBAR_RESPONSE_TICKS)
+    and the response's crossing back."""
+    accept = float(str(controller["static_frontend_latency"]).removesuffix("ns")) * 1000
+    return round(2 * XBAR_HOP_TICKS + accept + XBAR_RESPONSE_TICKS)
 
 
 def write_ack_cycles(device, controller: dict[str, object]) -> list[int]:
