@@ -1,16 +1,18 @@
 """Per-op and per-batch durations of one configuration on the built-in engine and in gem5.
 
     python scripts/compare_backends.py --system cxl --model rm1 --batches 2
-    python scripts/compare_backends.py --system cxl --batches 2 --gem5-xpbuffer
+    python scripts/compare_backends.py --system cxl --batches 2 --no-xpbuffer
+    python scripts/compare_backends.py --system pmem --model rm4 --gem5-sample 2000
 
 gem5 is ``GEM5`` or ../shared/gem5/gem5 beside the checkout; this script runs itself
 again under it (as __m5_main__, with the environment its embedded Python needs), where
 the run is recorded by the built-in engine and each memory op replayed in gem5 twice:
 in the built-in schedule next to the others (concurrent) and by itself (alone). The
-table gives both sides and gem5/built-in for every op and batch. ``--gem5-xpbuffer``
-gives the built-in engine gem5's XPBuffer (one line per controller: the NVM bank's
-open line) instead of its own. Without gem5 only the built-in side is printed. Errors
-in the options print one line and exit with 2.
+table gives both sides and gem5/built-in for every op and batch. ``--no-xpbuffer``
+takes the tables' XPBuffer away on both sides (buffer_lines=0). ``--gem5-sample N``
+replays at most N packets per stream: it checks that a configuration runs in gem5,
+its durations mean nothing. Without gem5 only the built-in side is printed. Errors in
+the options print one line and exit with 2.
 """
 
 from __future__ import annotations
@@ -29,13 +31,13 @@ if ROOT not in sys.path:
 from workloads.options import UsageError, parse_run_options  # noqa: E402
 
 PROG = "compare_backends.py"
-GEM5_SIDE = "--gem5-side"  # internal: argv[1] of the run under gem5.opt, then a JSON path
-XPBUFFER = "--gem5-xpbuffer"
-GEM5_BUFFER_LINES = 1  # translate.nvm_interface: one bank, its open line
+GEM5_SIDE = "--gem5-side"  # internal: argv[1] under gem5.opt, then a JSON path, a sample
+NO_XPBUFFER = "--no-xpbuffer"
+SAMPLE = "--gem5-sample"
 LOW, HIGH = 0.85, 1.15
 
 
-def gem5_side(out: str, argv: list[str]) -> None:
+def gem5_side(out: str, sample: str, argv: list[str]) -> None:
     """Under gem5.opt: record the run, replay its memory ops, write both sides to out."""
     from components.gem5.bootstrap import ensure_dependencies
 
@@ -43,7 +45,8 @@ def gem5_side(out: str, argv: list[str]) -> None:
     from workloads.gem5_run import run_under_gem5
 
     options = parse_run_options(argv, PROG, __doc__)
-    Path(out).write_text(json.dumps(run_under_gem5(options), indent=1) + "\n")
+    results = run_under_gem5(options, int(sample))
+    Path(out).write_text(json.dumps(results, indent=1) + "\n")
 
 
 def builtin_only(argv: list[str]) -> dict:
@@ -63,12 +66,13 @@ def builtin_only(argv: list[str]) -> dict:
     return {"ops": ops, "batches": []}
 
 
-def run_gem5(gem5: str, argv: list[str], outdir: Path) -> dict:
-    """This script under gem5.opt; its JSON, or one line about why it failed."""
+def run_gem5(gem5: str, argv: list[str], outdir: Path, sample: int = 0) -> dict:
+    """This script under gem5.opt; its JSON, or the tail of gem5's output on failure."""
     from components.gem5 import environment
 
     out = outdir / "gem5_ops.json"
-    command = [gem5, "-d", str(outdir / "m5out"), __file__, GEM5_SIDE, str(out), *argv]
+    script = [__file__, GEM5_SIDE, str(out), str(sample)]
+    command = [gem5, "-d", str(outdir / "m5out"), *script, *argv]
     try:
         run = subprocess.run(command, env=environment(), capture_output=True, text=True)
     except OSError as exc:
@@ -102,10 +106,23 @@ def table(results: dict) -> list[str]:
     return lines
 
 
+def _own_options(argv: list[str]) -> tuple[list[str], bool, int]:
+    """This script's own options out of argv: (the run's argv, no XPBuffer, sample)."""
+    no_buffer = NO_XPBUFFER in argv
+    argv = [arg for arg in argv if arg != NO_XPBUFFER]
+    sample = 0
+    if SAMPLE in argv:
+        at = argv.index(SAMPLE)
+        value = argv[at + 1] if at + 1 < len(argv) else ""
+        if not value.isdigit() or int(value) < 1:
+            raise UsageError(f"{SAMPLE} expects a positive number of packets, got {value!r}")
+        sample, argv = int(value), argv[:at] + argv[at + 2 :]
+    return argv, no_buffer, sample
+
+
 def main(argv: list[str]) -> int:
-    xpbuffer = XPBUFFER in argv
-    argv = [arg for arg in argv if arg != XPBUFFER]
     try:
+        argv, no_buffer, sample = _own_options(argv)
         options = parse_run_options(argv, PROG, __doc__)
         from workloads.configure import prepare
         from workloads.gem5_run import refusal
@@ -114,8 +131,8 @@ def main(argv: list[str]) -> int:
     except (UsageError, ValueError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
-    if xpbuffer:
-        argv += ["--set", f"{board.table_memory().path}.buffer_lines={GEM5_BUFFER_LINES}"]
+    if no_buffer:
+        argv += ["--set", f"{board.table_memory().path}.buffer_lines=0"]
     from components.gem5 import binary
 
     gem5 = binary()
@@ -125,7 +142,7 @@ def main(argv: list[str]) -> int:
         return 2
     with tempfile.TemporaryDirectory() as outdir:
         try:
-            results = run_gem5(gem5, argv, Path(outdir)) if gem5 else builtin_only(argv)
+            results = run_gem5(gem5, argv, Path(outdir), sample) if gem5 else builtin_only(argv)
         except RuntimeError as exc:
             print(f"{PROG}: error: {exc}", file=sys.stderr)
             return 2
@@ -143,6 +160,6 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__m5_main__" and sys.argv[1:2] == [GEM5_SIDE]:
-    gem5_side(sys.argv[2], sys.argv[3:])
+    gem5_side(sys.argv[2], sys.argv[3], sys.argv[4:])
 elif __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from components.gem5.ops import Unrealizable, check_realizable, plan_ops
+from components.gem5.ops import Unrealizable, check_realizable, plan_ops, sampled
 from components.gem5.record import RecordingScheduler, record_devices
 from components.sim.engine import Engine
 from workloads.configure import batch_size_of, connected_board, prepare, resolve_spec
@@ -62,9 +62,10 @@ def record_builtin(options: RunOptions):
     return board, scheduler.traces, demands
 
 
-def run_under_gem5(options: RunOptions) -> dict[str, Any]:
+def run_under_gem5(options: RunOptions, sample: int = 0) -> dict[str, Any]:
     """Built-in and gem5 durations (ticks) of each memory op, concurrent and alone, and
-    of each batch (concurrent: between batch ends; alone: its memory ops' sum)."""
+    of each batch (concurrent: between batch ends; alone: its memory ops' sum).
+    ``sample``: replay at most that many packets per stream (a smoke run)."""
     import m5
 
     from components.gem5.runner import Replay
@@ -74,6 +75,8 @@ def run_under_gem5(options: RunOptions) -> dict[str, Any]:
     board, traces, demands = record_builtin(options)
     check_realizable(board)
     plans = plan_ops(board, traces, demands)
+    if sample:
+        plans = sampled(plans, sample)
     builtin_wall = time.monotonic() - started
     sim = build(board, plans)
     m5.instantiate()
