@@ -16,7 +16,8 @@ each stage a set of streams that gem5 runs side by side, then a wait:
   launch, a cudaMemcpy call, a synchronization), i.e. its latency minus the latency
   of the traffic gem5 itself times.
 
-Ops without memory traffic (GPU kernels, bookkeeping) are not replayed.
+Ops without memory traffic (GPU kernels, bookkeeping) keep no stages: the concurrent
+replay gives them their built-in duration.
 """
 
 from __future__ import annotations
@@ -58,7 +59,6 @@ class TraceStream:
     addr: np.ndarray
     size: np.ndarray
     ticks: np.ndarray
-    label: str
 
     @property
     def packets(self) -> int:
@@ -75,7 +75,6 @@ class LinearStream:
     start: int
     nbytes: int
     period: int  # ticks between packets (0: back to back)
-    label: str
     route: tuple[str, str, str]  # (issuer side, target side, message class)
     delay: int = 0  # ticks before the first packet (a handshake gem5's write lacks)
 
@@ -105,10 +104,6 @@ class OpPlan:
     @property
     def batch(self) -> int:
         return self.trace.record.batch
-
-    @property
-    def start(self) -> int:
-        return self.trace.record.start
 
     @property
     def realized(self) -> bool:
@@ -204,26 +199,19 @@ def _memory_streams(
     if compute > 0:
         ticks = np.floor(packets.request * (compute / addresses.size)).astype(np.int64)
     write = record.kind == "write"
-    label = f"{op}.{record.kind}"
     side = engine_side(board)
     if side == "host":
         rows = _fence_group(board, stage, record) or record.outstanding or 0
         window = max(round(rows * per_request), 1) if rows else 0
-        return [TraceStream(side, write, window, packets.addr, packets.size, ticks, label)]
+        return [TraceStream(side, write, window, packets.addr, packets.size, ticks)]
     ctrls = device.controllers
     window = math.ceil(record.outstanding * per_request / ctrls) if record.outstanding else 0
     ctrl = (packets.addr // device.interleave) % ctrls
-    streams = []
-    for c in range(ctrls):
-        mine = ctrl == c
-        if mine.any():
-            streams.append(
-                TraceStream(
-                    side, write, window, packets.addr[mine], packets.size[mine], ticks[mine],
-                    f"{label}.ctrl{c}",
-                )
-            )  # fmt: skip
-    return streams
+    return [
+        TraceStream(side, write, window, packets.addr[mine], packets.size[mine], ticks[mine])
+        for mine in (ctrl == c for c in range(ctrls))
+        if mine.any()
+    ]
 
 
 def _fence_group(board, stage: StageRecord, record: StreamRecord) -> int:
@@ -373,7 +361,6 @@ def _transfer(board, leg: Leg, nbytes: int) -> LinearStream:
         region(leg.target, leg.kind),
         nbytes,
         period,
-        f"{leg.kind}:{leg.issuer}->{leg.target}",
         (leg.issuer, leg.target, leg.kind),
         delay,
     )

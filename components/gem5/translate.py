@@ -224,18 +224,6 @@ def interleaved_ranges(
     ]
 
 
-def controller_of(addr: int, ranges: list[dict[str, int]]) -> int:
-    """Which range (controller) serves addr, decoded as gem5's AddrRange does."""
-    for index, spec in enumerate(ranges):
-        if not spec["start"] <= addr < spec["start"] + spec["size"]:
-            continue
-        bits = spec.get("intlvBits", 0)
-        low = spec.get("intlvHighBit", 0) - bits + 1
-        if not bits or (addr >> low) & ((1 << bits) - 1) == spec["intlvMatch"]:
-            return index
-    raise ValueError(f"address {addr:#x} is in no range")
-
-
 def memory_span(need: int, controllers: int, interleave: int) -> int:
     """A range size gem5 accepts for ``need`` bytes: a power of two of at least one
     interleave chunk per controller."""
@@ -273,14 +261,6 @@ def serial_link(link, line_wire_bytes: float, buffers: int) -> dict[str, object]
         "resp_size": buffers,
         "clock": f"{period_ps}ps",
     }
-
-
-def serial_link_bandwidth(params: dict[str, object]) -> float:
-    """Bytes/s a SerialLink with these parameters sustains for 64 B packets."""
-    period_ps = int(str(params["clock"]).removesuffix("ps"))
-    bits = int(params["num_lanes"]) * int(params["link_speed"])
-    cycles = math.ceil(LINE_BYTES * 8 / bits)
-    return LINE_BYTES * TICKS_PER_SECOND / (cycles * period_ps)
 
 
 def xbar(switch) -> dict[str, object]:
