@@ -96,15 +96,15 @@ class Replay:
         starters: dict[int, list[int]] = {uid: [] for uid in ops}
         for uid, op in ops.items():
             trace = op.plan.trace
-            needs = set(trace.deps)
+            ended = set(trace.deps)
             if trace.created_after is not None:
-                needs.add(trace.created_after)
-            if trace.start_with is not None:
-                needs.add(-1 - trace.start_with)  # "started", not "ended"
-                starters[trace.start_with].append(uid)
-            for dep in trace.deps + ((trace.created_after,) if trace.created_after else ()):
+                ended.add(trace.created_after)
+            for dep in ended:
                 followers[dep].append(uid)
-            waiting[uid] = needs
+            waiting[uid] = set(ended)
+            if trace.start_with is not None:
+                waiting[uid].add(-1 - trace.start_with)  # "started", not "ended"
+                starters[trace.start_with].append(uid)
         units = _Units()
 
         def satisfy(uid: int, token: int) -> None:
