@@ -5,14 +5,14 @@
     python scripts/compare_backends.py --system pmem --model rm4 --gem5-sample 2000
 
 gem5 is ``GEM5`` or ../shared/gem5/gem5 beside the checkout (``GEM5=``, empty: none);
-this script runs itself again under it (as __m5_main__, with the environment its embedded Python needs), where
-the run is recorded by the built-in engine and each memory op replayed in gem5 twice:
-in the built-in schedule next to the others (concurrent) and by itself (alone). The
-table gives both sides and gem5/built-in for every op and batch. ``--no-xpbuffer``
-takes the tables' XPBuffer away on both sides (buffer_lines=0). ``--gem5-sample N``
-replays at most N packets per stream: it checks that a configuration runs in gem5,
-its durations mean nothing. Without gem5 only the built-in side is printed. Errors in
-the options print one line and exit with 2.
+this script runs itself again under it (as __m5_main__, with the environment its
+embedded Python needs), where the run is recorded by the built-in engine and each
+memory op replayed in gem5 twice: in the built-in schedule next to the others
+(concurrent) and by itself (alone). The table gives both sides and gem5/built-in for
+every op and batch. ``--no-xpbuffer`` takes the tables' XPBuffer away on both sides
+(buffer_lines=0). ``--gem5-sample N`` replays at most N packets per stream: it checks
+that a configuration runs in gem5, its durations mean nothing. Without gem5 only the
+built-in side is printed. Errors in the options print one line and exit with 2.
 """
 
 from __future__ import annotations
