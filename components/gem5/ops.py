@@ -221,10 +221,19 @@ def _fence_group(board, stage: StageRecord, record: StreamRecord) -> int:
     stream's own window imposes; 0 when there is none."""
     if record.kind != "write" or not record.outstanding:
         return 0
-    window = (record.requests - 1) * record.device.write_latency / record.outstanding
-    if stage.min_ticks <= window * (1 + 1e-9) + 1:
+    windows = [_window_bound(other) for other in stage.streams]
+    if stage.min_ticks <= max(windows, default=0.0) * (1 + 1e-9) + 1:
         return 0
     return board.host.cores * board.host.rows_per_fence
+
+
+def _window_bound(record: StreamRecord) -> float:
+    """The bound a stream's own window puts on its stage (MemoryDevice._window_ticks)."""
+    if not record.outstanding or not record.requests:
+        return 0.0
+    device = record.device
+    latency = device.write_latency if record.kind == "write" else device.read_latency
+    return (record.requests - 1) * latency / record.outstanding
 
 
 def _compute_ticks(board, stage: StageRecord) -> float:
@@ -353,7 +362,7 @@ def _transfer(board, leg: Leg, nbytes: int) -> LinearStream:
         delay = board.cxl_path(leg.issuer, leg.target).one_way_ticks(_header("D2H Req"))
     elif leg.kind == "copy":
         link = hops(board, leg.issuer, leg.target)[0][0]
-        period = tr.period_for(board.cuda.copy_bandwidth(link))
+        period = tr.period_for(link.effective_bandwidth * board.cuda.dma_efficiency)
     return LinearStream(
         leg.issuer,
         leg.kind != "read",
