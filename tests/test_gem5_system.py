@@ -77,9 +77,9 @@ def test_ops_agree_concurrently_where_no_writes_drain_beside_them(tmp_path, syst
 
 
 def test_background_writes_slow_concurrent_reads_more_in_gem5(tmp_path):
-    """The documented residual: gem5's controller drains a WPQ that a posted-write
-    stream keeps full in batches, so a lookup next to the previous batch's embedding
-    log takes longer than in our fair-shared controller; alone both agree."""
+    """The documented residual (docs/gem5.md): gem5 shares a controller's media between
+    a read stream and a posted-write stream by requests, ours by time, so a lookup next
+    to the previous batch's embedding log takes longer in gem5; alone both agree."""
     results = _compare(tmp_path, "--system", "cxl", *SMALL)
     lookup = {(op["batch"], op["op"]): op for op in results["ops"]}[(1, "lookup")]
     assert lookup["gem5"]["concurrent"] > 1.5 * lookup["builtin"]["concurrent"]

@@ -218,7 +218,8 @@ def _fence_group(board, stage: StageRecord, record: StreamRecord) -> int:
     """Requests a host write stream keeps in flight when it is persisted by a chain of
     fences, each waiting for its rows' acknowledgement (components/compute/host.py):
     one fence group per core. The chain shows as a bound on the stage beyond what the
-    stream's own window imposes; 0 when there is none."""
+    windows of all its streams impose (a region written as head, bursts and tail is
+    three streams); 0 when there is none."""
     if record.kind != "write" or not record.outstanding:
         return 0
     windows = [_window_bound(other) for other in stage.streams]
