@@ -5,6 +5,7 @@
 
 Writes stats.txt, stats.json, config.json, results.json and timeline.csv into
 --outdir (default m5out/). Errors in the options print one line and exit with 2.
+Under gem5.opt the run's memory ops are also replayed in gem5 (docs/gem5.md).
 """
 
 from __future__ import annotations
@@ -12,14 +13,22 @@ from __future__ import annotations
 import os
 import sys
 
+CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 
 def _find_packages() -> None:
-    """Make components/ and workloads/ importable from this file's own checkout."""
+    """Make components/ and workloads/ importable from this file's own checkout (unless
+    gem5 embeds them), and, inside gem5, the venv packages they import."""
     try:
         import components  # noqa: F401
         import workloads  # noqa: F401
     except ImportError:
-        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        sys.path.insert(0, CHECKOUT)
+    from components.gem5 import available
+    from components.gem5.bootstrap import ensure_dependencies
+
+    if available():
+        ensure_dependencies(CHECKOUT)
 
 
 _find_packages()
@@ -31,4 +40,13 @@ quiet_interrupts("trainingcxl.py")
 from workloads.job import run_from_command_line  # noqa: E402
 
 if __name__ in ("__main__", "__m5_main__"):
+    from components.gem5 import available
+
+    if available():  # refuse what gem5 cannot model before simulating anything
+        from workloads.gem5_run import refusal
+
+        reason = refusal(sys.argv[1:])
+        if reason:
+            print(f"trainingcxl.py: error: {reason}", file=sys.stderr)
+            sys.exit(2)
     sys.exit(run_from_command_line(sys.argv[1:], prog="trainingcxl.py"))

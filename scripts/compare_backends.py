@@ -1,17 +1,22 @@
-"""Per-op durations of one configuration on the built-in engine and on gem5.
+"""Per-op and per-batch durations of one configuration on the built-in engine and in gem5.
 
     python scripts/compare_backends.py --system cxl --model rm1 --batches 2
-    GEM5=/path/to/gem5.opt python scripts/compare_backends.py --system cxl --batches 2
+    python scripts/compare_backends.py --system cxl --batches 2 --no-xpbuffer
+    python scripts/compare_backends.py --system pmem --model rm4 --gem5-sample 2000
 
-The built-in side runs here; with GEM5 set, this same script runs again under gem5.opt
-(as __m5_main__) to realize the memory ops in gem5 (components/gem5) and the two are
-printed side by side with their ratio. Without GEM5 only the built-in side is printed.
-Errors in the options print one line and exit with 2.
+gem5 is ``GEM5`` or ../shared/gem5/gem5 beside the checkout (``GEM5=``, empty: none);
+this script runs itself again under it (as __m5_main__, with the environment its
+embedded Python needs), where the run is recorded by the built-in engine and each
+memory op replayed in gem5 twice: in the built-in schedule next to the others
+(concurrent) and by itself (alone). The table gives both sides and gem5/built-in for
+every op and batch. ``--no-xpbuffer`` takes the tables' XPBuffer away on both sides
+(buffer_lines=0). ``--gem5-sample N`` replays at most N packets per stream: it checks
+that a configuration runs in gem5, its durations mean nothing. Without gem5 only the
+built-in side is printed. Errors in the options print one line and exit with 2.
 """
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import subprocess
@@ -31,7 +36,10 @@ from workloads.cli import QuietParser, UsageError, die_with_parent, run_main  # 
 from workloads.options import add_run_options, options_from_args  # noqa: E402
 
 PROG = "compare_backends.py"
-GEM5_SIDE = "--gem5-side"  # internal: argv[1] of the run under gem5.opt, then a JSON path
+GEM5_SIDE = "--gem5-side"  # internal: argv[1] under gem5.opt, then a JSON path, a sample
+NO_XPBUFFER = "--no-xpbuffer"
+SAMPLE = "--gem5-sample"
+LOW, HIGH = 0.85, 1.15
 UNUSED = ("--outdir", "--functional", "--fail-at", "--fail-random", "--pmem-image")
 UNUSED += ("--halt-on-failure", "--plot")  # per-op durations of plain runs, in a temp dir
 
@@ -43,56 +51,8 @@ def parse_run_options(argv: list[str], prog: str, description: str):
     return options_from_args(parser.parse_args(argv))
 
 
-def builtin_durations(argv: list[str], outdir: str) -> dict[tuple[int, str], float]:
-    """Run the built-in engine; per (batch, op) duration in microseconds from timeline.csv."""
-    from workloads.job import run_job
-
-    options = parse_run_options(argv, PROG, __doc__)
-    options.outdir, options.progress = outdir, False
-    run_job(options)
-    with open(Path(outdir) / "timeline.csv", newline="") as handle:
-        return {
-            (int(row["batch"]), row["op"]): (float(row["end_ms"]) - float(row["start_ms"])) * 1e3
-            for row in csv.DictReader(handle)
-        }
-
-
-def gem5_durations(gem5: str, argv: list[str], outdir: str) -> dict[tuple[int, str], float]:
-    """Run this script under gem5.opt; per (batch, op) duration in microseconds."""
-    out = Path(outdir) / "gem5_ops.json"
-    command = [gem5, "-d", str(Path(outdir) / "m5out"), __file__, GEM5_SIDE, str(out), *argv]
-    try:  # the gem5 run dies with this process, however this one ends
-        subprocess.run(command, check=True, preexec_fn=die_with_parent())
-    except subprocess.CalledProcessError as exc:
-        raise Gem5Failed(f"GEM5={gem5} exited with status {exc.returncode}") from None
-    ops = json.loads(out.read_text())["ops"]
-    return {(op["batch"], op["op"]): op["ticks"] / 1e6 for op in ops}
-
-
-def gem5_side(out: str, argv: list[str]) -> None:
-    """Under gem5.opt: realize the memory ops and write their durations to out."""
-    from workloads.gem5_run import run_under_gem5
-
-    options = parse_run_options(argv, PROG, __doc__)
-    Path(out).write_text(json.dumps(run_under_gem5(options), indent=1) + "\n")
-
-
-def table(builtin: dict, gem5: dict | None) -> list[str]:
-    keys = sorted(gem5 if gem5 is not None else builtin)
-    lines = [f"{'batch':>5} {'op':<16} {'built-in us':>12} {'gem5 us':>12} {'gem5/built-in':>14}"]
-    for key in keys:
-        ours, theirs = builtin.get(key), (gem5 or {}).get(key)
-        ratio = f"{theirs / ours:.3f}" if ours and theirs is not None else "-"
-        lines.append(f"{key[0]:>5} {key[1]:<16} {_us(ours):>12} {_us(theirs):>12} {ratio:>14}")
-    return lines
-
-
-def _us(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3f}"
-
-
 class Gem5Failed(RuntimeError):
-    """The gem5 side ended with an error (its own output says why)."""
+    """The gem5 side ended with an error (the tail of its output says why)."""
 
 
 def check_gem5(gem5: str) -> None:
@@ -100,23 +60,113 @@ def check_gem5(gem5: str) -> None:
         raise UsageError(f"GEM5={gem5}: not an executable file (a gem5.opt build, docs/gem5.md)")
 
 
+def gem5_side(out: str, sample: str, argv: list[str]) -> None:
+    """Under gem5.opt: record the run, replay its memory ops, write both sides to out."""
+    from components.gem5.bootstrap import ensure_dependencies
+
+    ensure_dependencies(ROOT)
+    from workloads.gem5_run import run_under_gem5
+
+    options = parse_run_options(argv, PROG, __doc__)
+    results = run_under_gem5(options, int(sample))
+    Path(out).write_text(json.dumps(results, indent=1) + "\n")
+
+
+def builtin_only(argv: list[str]) -> dict:
+    """The built-in side alone (no gem5 here), in the gem5 side's layout."""
+    from workloads.gem5_run import record_builtin
+
+    _, traces, _ = record_builtin(parse_run_options(argv, PROG, __doc__))
+    ops = [
+        {
+            "batch": trace.record.batch,
+            "op": trace.record.name,
+            "builtin": {"concurrent": trace.builtin_ticks, "alone": trace.builtin_alone},
+        }
+        for trace in sorted(traces.values(), key=lambda t: t.record.uid)
+        if any(stage.streams for stage in trace.stages)
+    ]
+    return {"ops": ops, "batches": []}
+
+
+def run_gem5(gem5: str, argv: list[str], outdir: Path, sample: int = 0) -> dict:
+    """This script under gem5.opt; its JSON, or the tail of gem5's output on failure."""
+    from components.gem5 import environment
+
+    out = outdir / "gem5_ops.json"
+    script = [__file__, GEM5_SIDE, str(out), str(sample)]
+    command = [gem5, "-d", str(outdir / "m5out"), *script, *argv]
+    run = subprocess.run(  # the gem5 run dies with this process, however this one ends
+        command, env=environment(), capture_output=True, text=True, preexec_fn=die_with_parent()
+    )
+    if run.returncode != 0 or not out.exists():
+        tail = (run.stderr or run.stdout).strip().splitlines()[-12:]
+        raise Gem5Failed(f"gem5 exited with {run.returncode}:\n" + "\n".join(tail))
+    return json.loads(out.read_text())
+
+
+def table(results: dict) -> list[str]:
+    """Rows of both sides in microseconds, ratios gem5/built-in, flagged outside 15%."""
+    gem5 = any("gem5" in op for op in results["ops"])
+    head = f"{'batch':>5} {'op':<16}"
+    for mode in ("concurrent", "alone"):
+        head += f" {mode + ' built-in':>20}"
+        if gem5:
+            head += f" {'gem5':>10} {'ratio':>7}"
+    lines = [head]
+    for row in results["ops"] + [{**b, "op": "(batch)"} for b in results["batches"]]:
+        line = f"{row['batch']:>5} {row['op']:<16}"
+        for mode in ("concurrent", "alone"):
+            ours = row["builtin"][mode] / 1e6
+            line += f" {ours:>20.3f}"
+            if gem5:
+                theirs = row["gem5"][mode] / 1e6
+                ratio = theirs / ours if ours else float("nan")
+                flag = " " if LOW <= ratio <= HIGH else "*"
+                line += f" {theirs:>10.3f} {ratio:>6.3f}{flag}"
+        lines.append(line)
+    return lines
+
+
+def _own_options(argv: list[str]) -> tuple[list[str], bool, int]:
+    """This script's own options out of argv: (the run's argv, no XPBuffer, sample)."""
+    no_buffer = NO_XPBUFFER in argv
+    argv = [arg for arg in argv if arg != NO_XPBUFFER]
+    sample = 0
+    if SAMPLE in argv:
+        at = argv.index(SAMPLE)
+        value = argv[at + 1] if at + 1 < len(argv) else ""
+        if not value.isdigit() or int(value) < 1:
+            raise UsageError(f"{SAMPLE} expects a positive number of packets, got {value!r}")
+        sample, argv = int(value), argv[:at] + argv[at + 2 :]
+    return argv, no_buffer, sample
+
+
 def main(argv: list[str]) -> int:
     def body() -> int:
+        from components.gem5 import binary
+        from workloads.configure import prepare
+        from workloads.gem5_run import refusal
         from workloads.job import validate
         from workloads.preflight import check_memory
 
-        options = parse_run_options(argv, PROG, __doc__)
+        run_argv, no_buffer, sample = _own_options(argv)
+        options = parse_run_options(run_argv, PROG, __doc__)
         validate(options, writes_outdir=False)
         check_memory(options)
-        gem5 = os.environ.get("GEM5")
+        _, _, board = prepare(options)
+        if no_buffer:
+            run_argv += ["--set", f"{board.table_memory().path}.buffer_lines=0"]
+        gem5 = binary()
         if gem5:
             check_gem5(gem5)
+            reason = refusal(run_argv)
+            if reason:
+                raise UsageError(reason)
         with tempfile.TemporaryDirectory() as outdir:
-            builtin = builtin_durations(argv, str(Path(outdir) / "builtin"))
-            theirs = gem5_durations(gem5, argv, outdir) if gem5 else None
-        print("\n".join(table(builtin, theirs)))
-        if not gem5:
-            print("note: set GEM5=/path/to/gem5.opt to run the same ops in gem5 (docs/gem5.md)")
+            results = run_gem5(gem5, run_argv, Path(outdir), sample) if gem5 else None
+        results = results if gem5 else builtin_only(run_argv)
+        report(results, gem5)
         return 0
 
     try:
@@ -126,7 +176,20 @@ def main(argv: list[str]) -> int:
         return 1
 
 
+def report(results: dict, gem5: str | None) -> None:
+    print("durations in us; ratio = gem5 / built-in, * outside 0.85-1.15")
+    print("\n".join(table(results)))
+    if "wall_s" in results:
+        wall = results["wall_s"]
+        print(
+            f"wall: built-in {wall['builtin_recorded']:.2f} s (recording run), gem5 "
+            f"{wall['gem5_concurrent']:.2f} s concurrent + {wall['gem5_alone']:.2f} s alone"
+        )
+    if not gem5:
+        print("note: no gem5 binary (GEM5, or ../shared/gem5/gem5): built-in side only")
+
+
 if __name__ == "__m5_main__" and sys.argv[1:2] == [GEM5_SIDE]:
-    gem5_side(sys.argv[2], sys.argv[3:])
+    gem5_side(sys.argv[2], sys.argv[3], sys.argv[4:])
 elif __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -1,53 +1,138 @@
-"""The memory ops of a run timed by gem5's own controllers (only under gem5.opt).
+"""The memory ops of a run replayed by gem5 (only under gem5.opt; docs/gem5.md).
 
-Imported lazily by workloads/job.py when ``components.gem5.available()``; see
-docs/gem5.md for what is realized and what was verified.
+The run is simulated once more by the built-in engine with a recording scheduler
+(components/gem5/record.py), so gem5 replays exactly the streams that engine priced;
+then each op runs in gem5 twice: at its built-in start next to the others
+(concurrent) and by itself (alone). Both sides' durations per op come back together.
 """
 
 from __future__ import annotations
 
+import tempfile
+import time
+from pathlib import Path
 from typing import Any
 
-from components.gem5.ops import batch_ops
+from components.gem5.ops import Unrealizable, check_realizable, plan_ops, sampled
+from components.gem5.record import RecordingScheduler, record_devices
 from components.sim.engine import Engine
-from components.sim.schedule import Scheduler
-from workloads.configure import batch_size_of, connected_board, resolve_spec
+from workloads.configure import batch_size_of, connected_board, prepare, resolve_spec
 from workloads.inputs import InputGenerator
 from workloads.opgraph import build_demand
-from workloads.options import RunOptions
+from workloads.options import RunOptions, parse_run_options
 
-START_TICK = 1000  # 1 ns
+START_TICK = 1000  # 1 ns: a generator refused at tick 0 trips BaseTrafficGen's retry assert
 
 
-def run_under_gem5(options: RunOptions) -> dict[str, Any]:
-    """Run the memory ops of ``options.batches`` batches in gem5, one op at a time.
+def refusal(argv: list[str]) -> str | None:
+    """Why gem5 cannot replay the run these options describe (one line), or None (also
+    when the options themselves are wrong: the run reports that)."""
+    try:
+        _, _, board = prepare(parse_run_options(argv, "trainingcxl.py", ""))
+        check_realizable(board)
+    except Unrealizable as exc:
+        return str(exc)
+    except ValueError:
+        return None
+    return None
 
-    Returns ``{"backend": "gem5", "ops": [{"batch", "op", "ticks"}...], "failure"}``.
-    Each batch's demand is built exactly as workloads/job.py builds it.
-    """
-    import m5
 
-    from components.gem5.runner import Gem5Runner, PowerFailure
-    from components.gem5.system import build
-
+def record_builtin(options: RunOptions):
+    """The built-in run with every stage and stream recorded: (board, traces, demands)."""
     spec, batch_size = resolve_spec(options), batch_size_of(options)
     engine = Engine()
-    board = connected_board(options, spec, batch_size, engine, Scheduler(engine))
-    sim = build(board)
-    m5.instantiate()
-    # a generator whose first packet is refused at tick 0 trips gem5's retry assertion
-    # (BaseTrafficGen uses retryPktTick == 0 as "no retry"): start off tick 0
-    m5.simulate(START_TICK)
-    runner = Gem5Runner(sim)
+    scheduler = RecordingScheduler(engine)
+    board = connected_board(options, spec, batch_size, engine, scheduler)
+    record_devices(board, scheduler)
     inputs = InputGenerator(spec, batch_size, seed=options.seed)
-    ops, failure, previous = [], None, None
-    try:
+    demands = {}
+
+    def host():
+        previous = None
         for n in range(options.batches):
             batch = inputs.batch(n)
-            demand = build_demand(spec, batch, n, previous)
+            demands[n] = build_demand(spec, batch, n, previous)
+            ops = board.issue_batch(demands[n])
             previous = batch
-            for op in batch_ops(board, demand, sim.gpu_range[0]):
-                ops.append({"batch": n, "op": op.name, "ticks": runner.run_op(op)})
-    except PowerFailure as cut:
-        failure = {"tick": cut.tick, "op": cut.op.name, "batch": cut.op.batch}
-    return {"backend": "gem5", "ops": ops, "failure": failure}
+            yield ops.lookup.done  # as workloads/job.py: the next batch once this lookup ends
+            scheduler.created_after = ops.lookup.record.uid
+
+    engine.process(host())
+    engine.run()
+    return board, scheduler.traces, demands
+
+
+def run_under_gem5(options: RunOptions, sample: int = 0) -> dict[str, Any]:
+    """Built-in and gem5 durations (ticks) of each memory op, concurrent and alone, and
+    of each batch (concurrent: between batch ends; alone: its memory ops' sum).
+    ``sample``: replay at most that many packets per stream (a smoke run)."""
+    import m5
+
+    from components.gem5.runner import Replay
+    from components.gem5.system import build
+
+    started = time.monotonic()
+    board, traces, demands = record_builtin(options)
+    check_realizable(board)
+    plans = plan_ops(board, traces, demands)
+    if sample:
+        plans = sampled(plans, sample)
+    builtin_wall = time.monotonic() - started
+    sim = build(board, plans)
+    m5.instantiate()
+    m5.simulate(START_TICK)
+    with tempfile.TemporaryDirectory(prefix="trainingcxl-gem5-") as workdir:
+        replay = Replay(sim, Path(workdir))
+        started = time.monotonic()
+        base = m5.curTick()
+        spans = replay.concurrent(plans)
+        concurrent_wall = time.monotonic() - started
+        started = time.monotonic()
+        alone = replay.alone(plans)
+        alone_wall = time.monotonic() - started
+    ops, batches = [], []
+    for plan in plans:
+        uid, trace = plan.trace.record.uid, plan.trace
+        if plan.realized:
+            begin, end = spans[uid]
+            ops.append(
+                {
+                    "batch": plan.batch,
+                    "op": plan.name,
+                    "builtin": {"concurrent": trace.builtin_ticks, "alone": trace.builtin_alone},
+                    "gem5": {"concurrent": end - begin, "alone": sum(alone[uid])},
+                    "stages_alone": [
+                        [stage.builtin_alone, ticks]
+                        for stage, ticks in zip(plan.stages, alone[uid], strict=True)
+                    ],
+                }
+            )
+        if plan.name == "batch_end":
+            previous = batches[-1]["ends"] if batches else (0, base)
+            batch_ops = [op for op in ops if op["batch"] == plan.batch]
+            batches.append(
+                {
+                    "batch": plan.batch,
+                    "ends": (trace.record.end, spans[uid][1]),
+                    "builtin": {
+                        "concurrent": trace.record.end - previous[0],
+                        "alone": sum(op["builtin"]["alone"] for op in batch_ops),
+                    },
+                    "gem5": {
+                        "concurrent": spans[uid][1] - previous[1],
+                        "alone": sum(op["gem5"]["alone"] for op in batch_ops),
+                    },
+                }
+            )
+    for batch in batches:
+        del batch["ends"]
+    return {
+        "backend": "gem5",
+        "ops": ops,
+        "batches": batches,
+        "wall_s": {
+            "builtin_recorded": round(builtin_wall, 3),
+            "gem5_concurrent": round(concurrent_wall, 3),
+            "gem5_alone": round(alone_wall, 3),
+        },
+    }

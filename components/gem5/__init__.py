@@ -1,12 +1,20 @@
-"""The memory ops of a run realized with stock gem5 SimObjects (docs/gem5.md).
+"""The memory ops of a run replayed with stock gem5 SimObjects (docs/gem5.md).
 
-``translate`` and ``ops`` are pure and import anywhere; ``system`` and ``runner`` need
-gem5's embedded ``m5`` and are imported only by ``workloads.gem5_run``.
+``translate``, ``trace``, ``record`` and ``ops`` are pure and import anywhere;
+``system`` and ``runner`` need gem5's embedded ``m5`` and are imported only by
+``workloads.gem5_run``. This module also finds a gem5 binary and gives the environment
+its embedded interpreter needs, for the scripts and tests that launch it.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
+import site
+from pathlib import Path
+
+CHECKOUT = Path(__file__).resolve().parents[2]
+SHARED_BINARY = Path("..") / "shared" / "gem5" / "gem5"  # relative to the checkout
 
 
 def available() -> bool:
@@ -15,3 +23,27 @@ def available() -> bool:
         return importlib.util.find_spec("m5") is not None
     except ValueError:  # m5 already imported without a spec (embedded module)
         return True
+
+
+def binary() -> str | None:
+    """The gem5.opt to launch: ``GEM5``, else ../shared/gem5/gem5 beside the checkout;
+    ``GEM5`` set empty means none (the built-in engine alone)."""
+    if "GEM5" in os.environ:
+        return os.environ["GEM5"] or None
+    shared = (CHECKOUT / SHARED_BINARY).resolve()
+    return str(shared) if shared.is_file() else None
+
+
+def environment() -> dict[str, str]:
+    """This process's environment plus what gem5's embedded interpreter needs to import
+    our packages and their dependencies: the checkout and this interpreter's
+    site-packages on PYTHONPATH (gem5 embeds a CPython of the same version)."""
+    paths = [str(CHECKOUT), *site.getsitepackages()]
+    if site.ENABLE_USER_SITE and os.path.isdir(site.getusersitepackages()):
+        paths.append(site.getusersitepackages())
+    current = os.environ.get("PYTHONPATH")
+    if current:
+        paths.append(current)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    return env

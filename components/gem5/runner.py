@@ -1,91 +1,303 @@
-"""Runs memory ops in gem5 one at a time and reads each one's duration back.
+"""Replays op plans in gem5 and reads each op's duration back (imported under gem5.opt).
 
-An op starts its generator with its streams followed by an exit state, so
-``m5.simulate()`` returns once the last request is issued; bounded ``m5.simulate(step)``
-runs then drain it until the generator's response counters (totalReads + totalWrites)
-account for every request. The op's duration is the tick of that last step minus its
-start, to within ``resolution`` ticks. Ops run in isolation (nothing else in flight), so
-the durations are per-op costs for the scheduler, not a replay of the overlap.
+Two replays of the same plans on one instantiated system:
+- ``concurrent``: every op starts at the tick the built-in schedule started it, so
+  gem5 arbitrates the same overlaps (a lookup next to the previous batch's log drain,
+  MLP-log slices during the top MLP); an op's stages run one after another as gem5
+  finishes them.
+- ``alone``: one op at a time on an idle system (after the write queues drained), to
+  compare with the built-in engine's ``alone_ticks``.
+
+A stream runs on a generator of its pool: a TraceGen over a packet trace (memory
+streams) or a LinearGen (transfers), then an exit state, so ``m5.simulate`` returns
+once its last request is issued; from then on the runner polls the generator's
+response counters (totalReads + totalWrites) in short steps until every response is
+in. The step is a thousandth of the stream's elapsed time (10 ns .. 2 us), so a
+duration is known to 0.1%.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import heapq
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
 
-from components.gem5.ops import MemoryOp
-from components.gem5.system import Gem5System
-from components.gem5.translate import PACKET_BYTES, StreamSpec, pow2_at_least
+import numpy as np
 
-FAILURE_CAUSE = "trainingcxl power failure"
-ISSUE_DONE = "has encountered the exit state"
+from components.gem5.ops import LinearStream, OpPlan, StagePlan, TraceStream
+from components.gem5.system import Gem5System, pool_key
+from components.gem5.trace import write_trace
+
+ISSUE_DONE = " has encountered the exit state"
+LIMIT = "simulate() limit reached"
+MIN_STEP, MAX_STEP, STEP_SHARE = 10_000, 2_000_000, 1000
+QUIESCE = 100_000_000  # 100 us between ops replayed alone: the write queues drain
 
 
-class PowerFailure(Exception):
-    """A scheduled failure tick was reached while an op ran."""
+@dataclass(eq=False)
+class _Stream:
+    stream: TraceStream | LinearStream
+    gen: object
+    stage: _Stage
+    target: int  # the generator's response count once the stream is done
+    start: int
+    trace: Path | None = None
+    issued: bool = False
+    next_poll: int = 0
 
-    def __init__(self, tick: int, op: MemoryOp) -> None:
-        super().__init__(f"power failure at tick {tick} during {op.name} of batch {op.batch}")
-        self.tick, self.op = tick, op
+
+@dataclass(eq=False)
+class _Stage:
+    op: _Op
+    plan: StagePlan
+    remaining: int = 0
+
+
+@dataclass(eq=False)
+class _Op:
+    plan: OpPlan
+    start: int = -1
+    end: int = -1
+    index: int = 0
+    done: Callable[[_Op], None] | None = None
+    marks: list[int] = field(default_factory=list)  # tick each stage began
 
 
 @dataclass
-class Gem5Runner:
+class Replay:
+    """Runs plans on an instantiated system; ``workdir`` holds the live trace files."""
+
     sim: Gem5System
-    resolution: int = 10_000  # 10 ns drain-polling step
-    drain_limit: int = 10**12  # 1 s without the last response is a broken system
+    workdir: Path
+    _timers: list = field(default_factory=list)
+    _running: dict = field(default_factory=dict)
+    _free: dict = field(default_factory=dict)
+    _blocked: list = field(default_factory=list)
+    _seq: itertools.count = field(default_factory=itertools.count)
+    _files: itertools.count = field(default_factory=itertools.count)
 
-    def schedule_failure(self, tick: int) -> None:
-        """Cut the power at an absolute gem5 tick (the next op to reach it raises)."""
+    def __post_init__(self) -> None:
+        self._free = {key: list(gens) for key, gens in self.sim.pools.items()}
+
+    # ----- the two replays -----------------------------------------------------------
+    def concurrent(self, plans: list[OpPlan]) -> dict[int, tuple[int, int]]:
+        """The built-in schedule again, with gem5 timing the memory ops: an op starts
+        once its dependencies have ended (the op it starts with has started, its batch
+        has been created) and its unit is free, foreground before background, as in
+        components/sim/schedule.py; ops without memory traffic keep their built-in
+        duration. (start, end) ticks per op uid."""
         import m5
 
-        m5.scheduleTickExitAbsolute(tick, FAILURE_CAUSE)
+        ops = {plan.trace.record.uid: _Op(plan) for plan in plans}
+        waiting: dict[int, set[int]] = {}
+        followers: dict[int, list[int]] = {uid: [] for uid in ops}
+        starters: dict[int, list[int]] = {uid: [] for uid in ops}
+        for uid, op in ops.items():
+            trace = op.plan.trace
+            ended = set(trace.deps)
+            if trace.created_after is not None:
+                ended.add(trace.created_after)
+            for dep in ended:
+                followers[dep].append(uid)
+            waiting[uid] = set(ended)
+            if trace.start_with is not None:
+                waiting[uid].add(-1 - trace.start_with)  # "started", not "ended"
+                starters[trace.start_with].append(uid)
+        units = _Units()
 
-    def run_op(self, op: MemoryOp) -> int:
-        """Ticks from issuing op's first request to receiving its last response."""
+        def satisfy(uid: int, token: int) -> None:
+            waiting[uid].discard(token)
+            if not waiting[uid]:
+                ready(uid)
+
+        def ready(uid: int) -> None:
+            op = ops[uid]
+            record = op.plan.trace.record
+            if record.resource is None:
+                start(uid)
+            else:
+                units.acquire(record.resource, record.background, lambda: start(uid))
+
+        def start(uid: int) -> None:
+            op = ops[uid]
+            op.done = lambda _op: end(uid)
+            for other in starters[uid]:
+                satisfy(other, -1 - uid)
+            if op.plan.realized:
+                self._begin(op)
+            else:
+                op.start = m5.curTick()
+                self._at(op.start + op.plan.trace.builtin_ticks, lambda: self._next_stage(op))
+
+        def end(uid: int) -> None:
+            record = ops[uid].plan.trace.record
+            if record.resource is not None:
+                units.release(record.resource)
+            for other in followers[uid]:
+                satisfy(other, uid)
+
+        now = m5.curTick()
+        for uid in sorted(ops):
+            if not waiting[uid]:
+                self._at(now, lambda uid=uid: ready(uid))
+        self._loop(lambda: any(op.end < 0 for op in ops.values()))
+        return {uid: (op.start, op.end) for uid, op in ops.items()}
+
+    def alone(self, plans: list[OpPlan]) -> dict[int, list[int]]:
+        """Each op with memory traffic by itself, QUIESCE after the previous one; gem5
+        ticks of each of its stages, per op uid."""
         import m5
 
-        gen = self.sim.generators[op.generator]
-        if op.packets == 0:
-            return 0
-        target = _responses(gen) + op.packets
-        start = m5.curTick()
-        gen.start(self._states(gen, op.streams))
-        cause = m5.simulate().getCause()
-        self._check(cause, op, issue=True)
-        while _responses(gen) < target:
-            if m5.curTick() - start > self.drain_limit:
-                raise RuntimeError(f"{op.name} of batch {op.batch}: responses never arrived")
-            self._check(m5.simulate(self.resolution).getCause(), op, issue=False)
-        return m5.curTick() - start
+        ops = [_Op(plan) for plan in plans if plan.realized]
+        queue = list(ops)
 
-    def _check(self, cause: str, op: MemoryOp, issue: bool) -> None:
+        def next_op(_finished: _Op | None = None) -> None:
+            if queue:
+                op = queue.pop(0)
+                op.done = next_op
+                self._at(m5.curTick() + QUIESCE, lambda: self._begin(op))
+
+        next_op()
+        self._loop(lambda: any(op.end < 0 for op in ops))
+        return {op.plan.trace.record.uid: list(np.diff(op.marks).tolist()) for op in ops}
+
+    # ----- ops and stages --------------------------------------------------------------
+    def _begin(self, op: _Op) -> None:
         import m5
 
-        if cause == FAILURE_CAUSE:
-            raise PowerFailure(m5.curTick(), op)
-        if issue and ISSUE_DONE not in cause:
-            raise RuntimeError(f"gem5 stopped during {op.name}: {cause}")
+        op.start = m5.curTick()
+        self._next_stage(op)
 
-    def _states(self, gen, streams: tuple[StreamSpec, ...]):
-        for stream in streams:
-            yield self._state(gen, stream)
+    def _next_stage(self, op: _Op) -> None:
+        import m5
+
+        op.marks.append(m5.curTick())
+        if op.index == len(op.plan.stages):
+            op.end = m5.curTick()
+            if op.done is not None:
+                op.done(op)
+            return
+        plan = op.plan.stages[op.index]
+        op.index += 1
+        stage = _Stage(op, plan)
+        if not plan.streams:
+            self._at(m5.curTick() + plan.wait, lambda: self._next_stage(op))
+        elif not self._launch(stage):
+            self._blocked.append(stage)
+
+    def _launch(self, stage: _Stage) -> bool:
+        """Start every stream of a stage, or none while a pool has too few generators."""
+        import m5
+
+        keys = [pool_key(stream) for stream in stage.plan.streams]
+        need = {key: keys.count(key) for key in keys}
+        if any(len(self._free.get(key, ())) < count for key, count in need.items()):
+            return False
+        stage.remaining = len(keys)
+        for stream, key in zip(stage.plan.streams, keys, strict=True):
+            gen = self._free[key].pop()
+            running = _Stream(stream, gen, stage, _responses(gen) + stream.packets, m5.curTick())
+            gen.start(self._states(gen, running))
+            self._running[gen.path()] = running
+        return True
+
+    def _states(self, gen, running: _Stream):
+        stream = running.stream
+        if isinstance(stream, TraceStream):
+            running.trace = self.workdir / f"stream{next(self._files)}.trc"
+            write_trace(running.trace, np.full(stream.packets, stream.write), stream.addr,
+                        stream.size, stream.ticks)  # fmt: skip
+            yield gen.createTrace(0, str(running.trace))
+        else:
+            if stream.delay:
+                yield gen.createIdle(stream.delay)
+            end = stream.start + stream.packets * 64
+            read_percent = 0 if stream.write else 100
+            yield gen.createLinear(
+                0, stream.start, end, 64, stream.period, stream.period, read_percent,
+                stream.packets * 64,
+            )  # fmt: skip
         yield gen.createExit(0)
 
-    def _state(self, gen, s: StreamSpec):
-        """Duration 0: the state lasts until its data limit, then the next one starts."""
-        common = (s.block, s.period_ticks, s.period_ticks, s.read_percent, s.data_limit)
-        if s.kind == "linear":
-            return gen.createLinear(0, s.start, s.end, *common)
-        if s.kind == "random":
-            return gen.createRandom(0, s.start, s.end, *common)
-        import m5.internal.params as params
+    def _finish(self, running: _Stream) -> None:
+        import m5
 
-        mapping = params.enum_AddrMap.__members__["RoRaBaCoCh"]
-        row_buffer = pow2_at_least(s.seq_packets * PACKET_BYTES)
-        banks = self.sim.banks
-        return gen.createNvm(
-            0, s.start, s.end, *common, s.seq_packets, row_buffer, banks, banks, mapping, 1
-        )
+        del self._running[running.gen.path()]
+        self._free[pool_key(running.stream)].append(running.gen)
+        if running.trace is not None:
+            running.trace.unlink()
+        stage = running.stage
+        stage.remaining -= 1
+        if stage.remaining == 0:
+            op = stage.op
+            self._at(m5.curTick() + stage.plan.wait, lambda: self._next_stage(op))
+        blocked, self._blocked = self._blocked, []
+        for waiting in blocked:
+            if not self._launch(waiting):
+                self._blocked.append(waiting)
+
+    # ----- the event loop ---------------------------------------------------------------
+    def _at(self, tick: int, action: Callable[[], None]) -> None:
+        heapq.heappush(self._timers, (tick, next(self._seq), action))
+
+    def _loop(self, busy: Callable[[], bool]) -> None:
+        import m5
+
+        while busy():
+            now = m5.curTick()
+            while self._timers and self._timers[0][0] <= now:
+                heapq.heappop(self._timers)[2]()
+            for running in list(self._running.values()):
+                if running.issued and running.next_poll <= now:
+                    self._poll(running, now)
+            if not busy():
+                break
+            wakes = [self._timers[0][0]] if self._timers else []
+            wakes += [r.next_poll for r in self._running.values() if r.issued]
+            if not wakes and not self._running:
+                raise RuntimeError("gem5 replay stalled: ops wait for generators none will free")
+            cause = m5.simulate(max(min(wakes) - now, 1)) if wakes else m5.simulate()
+            self._handle(cause.getCause())
+
+    def _handle(self, cause: str) -> None:
+        if cause == LIMIT:
+            return
+        name = cause.split(ISSUE_DONE)[0] if ISSUE_DONE in cause else None
+        if name not in self._running:
+            raise RuntimeError(f"gem5 stopped unexpectedly: {cause.strip()}")
+        self._running[name].issued = True
+
+    def _poll(self, running: _Stream, now: int) -> None:
+        if _responses(running.gen) >= running.target:
+            self._finish(running)
+            return
+        step = (now - running.start) // STEP_SHARE
+        running.next_poll = now + min(max(step, MIN_STEP), MAX_STEP)
+
+
+class _Units:
+    """Units that run one op at a time, granted foreground first, then in request order."""
+
+    def __init__(self) -> None:
+        self._busy: set[str] = set()
+        self._queue: dict[str, list] = {}
+        self._seq = itertools.count()
+
+    def acquire(self, unit: str, background: bool, grant: Callable[[], None]) -> None:
+        if unit not in self._busy:
+            self._busy.add(unit)
+            grant()
+            return
+        heapq.heappush(self._queue.setdefault(unit, []), (background, next(self._seq), grant))
+
+    def release(self, unit: str) -> None:
+        queue = self._queue.get(unit)
+        if queue:
+            heapq.heappop(queue)[2]()
+        else:
+            self._busy.discard(unit)
 
 
 def _responses(gen) -> int:
