@@ -143,10 +143,14 @@ def test_host_persists_keep_one_fence_group_per_core_in_flight():
     packets_per_entry = entries.packets / len(persist.trace.stages[0].streams[0].addresses)
     group = board.host.cores * board.host.rows_per_fence
     assert entries.window == round(group * packets_per_entry)
-    mlp = max(region_.streams, key=lambda s: s.packets)  # one persist: the fill buffers
-    chunks = max(persist.trace.stages[1].streams, key=lambda r: r.requests)  # whole chunks
-    chunk_packets = mlp.packets / chunks.requests
-    assert mlp.window == round(board.host.outstanding(4096) * chunk_packets)
+    # one persist of the MLP region, written as head, whole chunks and tail (and the
+    # record's header): each stream keeps its own window, no fence group
+    recorded = [r for r in persist.trace.stages[1].streams if r.requests]
+    assert len(recorded) == len(region_.streams) >= 3
+    for stream, record in zip(region_.streams, recorded, strict=True):
+        per_request = stream.packets / record.requests
+        expected = round(record.outstanding * per_request) if record.outstanding else 0
+        assert stream.window == expected
 
 
 def test_a_stopped_mlp_log_slice_replays_what_it_moved():

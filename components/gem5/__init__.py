@@ -13,7 +13,10 @@ import os
 import site
 from pathlib import Path
 
-CHECKOUT = Path(__file__).resolve().parents[2]
+# None when this package is embedded in gem5.opt (an EXTRAS build): gem5's importer
+# runs embedded modules without ``__file__``, and no checkout is needed there
+_HERE = globals().get("__file__")
+CHECKOUT = Path(_HERE).resolve().parents[2] if _HERE else None
 SHARED_BINARY = Path("..") / "shared" / "gem5" / "gem5"  # relative to the checkout
 
 
@@ -30,6 +33,8 @@ def binary() -> str | None:
     ``GEM5`` set empty means none (the built-in engine alone)."""
     if "GEM5" in os.environ:
         return os.environ["GEM5"] or None
+    if CHECKOUT is None:
+        return None
     shared = (CHECKOUT / SHARED_BINARY).resolve()
     return str(shared) if shared.is_file() else None
 
@@ -38,7 +43,8 @@ def environment() -> dict[str, str]:
     """This process's environment plus what gem5's embedded interpreter needs to import
     our packages and their dependencies: the checkout and this interpreter's
     site-packages on PYTHONPATH (gem5 embeds a CPython of the same version)."""
-    paths = [str(CHECKOUT), *site.getsitepackages()]
+    paths = [str(CHECKOUT)] if CHECKOUT is not None else []
+    paths += site.getsitepackages()
     if site.ENABLE_USER_SITE and os.path.isdir(site.getusersitepackages()):
         paths.append(site.getusersitepackages())
     current = os.environ.get("PYTHONPATH")
