@@ -36,7 +36,7 @@ from workloads.inputs import InputGenerator
 from workloads.models import ModelSpec
 from workloads.opgraph import build_demand
 from workloads.options import RunOptions, parse_run_options
-from workloads.preflight import check_memory, check_paths
+from workloads.preflight import check_memory, check_paths, failure_run
 from workloads.training import FunctionalTrainer
 
 BREAKDOWN = ("embedding", "transfer", "bottom_mlp", "top_mlp", "checkpoint", "contention")
@@ -55,7 +55,7 @@ def run_job(options: RunOptions) -> dict[str, Any]:
     run simulates once: its recorded run gives both the stats and the failure reference."""
     started = time.monotonic()
     recorded = None
-    if options.fail_at or options.fail_random or options.pmem_image:
+    if failure_run(options):
         recorded = record_run(options)
         spec, batch_size = resolve_functional(options)
         board, scheduler, ends = recorded.board, recorded.scheduler, recorded.ends

@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from components.compute.host import COPY_CHUNK
 from workloads.configure import FUNCTIONAL_DEFAULT_ROWS, batch_size_of, resolve_spec
 from workloads.models import FLOAT_BYTES, ModelSpec
 from workloads.options import RunOptions, UsageError
@@ -233,10 +234,10 @@ and flagged; measured 3.6 on RMC1, 64 rows, batch 8."""
 INTERVALS_PER_BATCH = 8
 """Crash intervals (fenced epochs) per batch the explorer reorders in: rows, records,
 flags and updates; measured 4-6 on RMC1 (scripts/crashcheck.py prints them)."""
-MLP_LOG_BURST = 4096
-"""Bytes per MLP-log write request: the near-memory DMA burst (NearMemoryEngine.log_burst)
-and the host's page-sized persist chunks (compute/host.py COPY_CHUNK); each persists at
-its own tick, so the prefix walk visits one state per burst."""
+MLP_LOG_BURST = COPY_CHUNK
+"""Bytes per MLP-log write request: the host's page-sized persist chunks, which the
+near-memory DMA burst (NearMemoryEngine.log_burst, 4 KiB) equals; each persists at its
+own tick, so the prefix walk visits one state per burst."""
 SECONDS_PER_STATE = 0.0006
 """One crash state: its prefix or reordering applied lazily per region, recovery rerun
 only when a region it reads changed, and the oracle: bench_crashcheck.py measures
