@@ -34,7 +34,7 @@ from workloads.failures import inject  # noqa: E402
 from workloads.inputs import InputGenerator  # noqa: E402
 from workloads.job import validate  # noqa: E402
 from workloads.metrics import evaluate  # noqa: E402
-from workloads.options import MAX_SEED, RunOptions  # noqa: E402
+from workloads.options import RunOptions, check_seed  # noqa: E402
 from workloads.preflight import check_memory  # noqa: E402
 from workloads.recording import simulate  # noqa: E402
 from workloads.training import EVAL_BATCH_OFFSET, default_lr  # noqa: E402
@@ -66,8 +66,7 @@ def parse_args(argv: list[str]):
     ):
         if value < 1:
             raise UsageError(f"{flag} must be at least 1, got {value}")
-    if not 0 <= args.seed <= MAX_SEED:
-        raise UsageError(f"--seed must be in 0..{MAX_SEED}, got {args.seed}")
+    check_seed(args.seed)
     return args
 
 

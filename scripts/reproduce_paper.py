@@ -26,7 +26,7 @@ from tqdm import tqdm  # noqa: E402
 from components.sim.outputs import replacing_dir  # noqa: E402
 from workloads.cli import QuietParser, UsageError, run_main  # noqa: E402
 from workloads.job import BREAKDOWN, run_job, validate  # noqa: E402
-from workloads.options import MAX_SEED, RunOptions  # noqa: E402
+from workloads.options import RunOptions, check_seed, check_steady_batches  # noqa: E402
 from workloads.preflight import check_memory, check_outdir  # noqa: E402
 
 SYSTEMS = ("ssd", "pmem", "pcie", "cxl-d", "cxl-b", "cxl", "dram")
@@ -165,12 +165,8 @@ def parse_args(argv: list[str] | None):
     args.models = [m.strip() for m in args.models.split(",") if m.strip()]
     if not args.models:
         raise UsageError("--models names no model (e.g. --models rm1,rm3)")
-    if args.batches < 2:
-        raise UsageError(
-            f"--batches must be at least 2 (batch 0 is warm-up, excluded), got {args.batches}"
-        )
-    if not 0 <= args.seed <= MAX_SEED:
-        raise UsageError(f"--seed must be in 0..{MAX_SEED}, got {args.seed}")
+    check_steady_batches(args.batches)
+    check_seed(args.seed)
     check_outdir(args.outdir)
     return args
 

@@ -24,10 +24,10 @@ from reproduce_paper import PAPER, headline  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 from components.sim.outputs import replacing_dir  # noqa: E402
-from workloads.cli import QuietParser, UsageError, run_main  # noqa: E402
+from workloads.cli import QuietParser, run_main  # noqa: E402
 from workloads.configure import prepare  # noqa: E402
 from workloads.job import run_job  # noqa: E402
-from workloads.options import RunOptions  # noqa: E402
+from workloads.options import RunOptions, check_steady_batches  # noqa: E402
 from workloads.preflight import check_memory, check_outdir  # noqa: E402
 
 PROG = "sensitivity.py"
@@ -65,10 +65,7 @@ def parse_args(argv: list[str] | None):
     )
     parser.add_argument("--batches", type=int, default=3)
     args = parser.parse_args(argv)
-    if args.batches < 2:
-        raise UsageError(
-            f"--batches must be at least 2 (batch 0 is warm-up, excluded), got {args.batches}"
-        )
+    check_steady_batches(args.batches)
     if args.outdir is not None:
         check_outdir(args.outdir)
     return args

@@ -150,6 +150,19 @@ def add_run_options(parser: argparse.ArgumentParser, exclude: Iterable[str] = ()
             parser.add_argument(*flags, **kwargs)
 
 
+def check_seed(seed: int) -> None:
+    if not 0 <= seed <= MAX_SEED:
+        raise UsageError(f"--seed must be in 0..{MAX_SEED}, got {seed}")
+
+
+def check_steady_batches(batches: int) -> None:
+    """Scripts that report steady-state means need a batch beyond the warm-up."""
+    if batches < 2:
+        raise UsageError(
+            f"--batches must be at least 2 (batch 0 is warm-up, excluded), got {batches}"
+        )
+
+
 def options_from_args(args: argparse.Namespace) -> RunOptions:
     if args.batches < 1:
         raise UsageError(f"--batches must be at least 1, got {args.batches}")
@@ -161,8 +174,7 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         raise UsageError("--halt-on-failure needs --pmem-image and --fail-at or --fail-random")
     if args.fail_random < 0:
         raise UsageError(f"--fail-random must not be negative, got {args.fail_random}")
-    if not 0 <= args.seed <= MAX_SEED:
-        raise UsageError(f"--seed must be in 0..{MAX_SEED}, got {args.seed}")
+    check_seed(args.seed)
     if not args.outdir.strip():
         raise UsageError("--outdir must not be empty")
     if args.pmem_image is not None and not args.pmem_image.strip():
