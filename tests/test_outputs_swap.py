@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from components.sim import outputs
-from components.sim.outputs import replacing_dir, write_atomic
+from components.sim.outputs import replacing_dir, replacing_files
 
 OWNED = ("a.txt", "b.txt", "plot.png")
 
@@ -117,7 +117,7 @@ def test_staging_left_by_a_killed_run_is_cleaned_up_by_the_next(tmp_path):
     assert not stale.exists() and alive.exists()  # a live process's staging is its own
 
 
-def test_write_atomic_leaves_no_temporary_on_failure(tmp_path, monkeypatch):
+def test_replacing_files_leaves_no_temporary_on_failure(tmp_path, monkeypatch):
     target = tmp_path / "REPORT.md"
     target.write_text("good report")
 
@@ -126,8 +126,8 @@ def test_write_atomic_leaves_no_temporary_on_failure(tmp_path, monkeypatch):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(type(target), "write_text", full)
-    with pytest.raises(OSError):
-        write_atomic(target, "new report")
+    with pytest.raises(OSError), replacing_files(target) as (temp,):
+        temp.write_text("new report")
     monkeypatch.undo()
     assert target.read_text() == "good report"
     assert [p.name for p in tmp_path.iterdir()] == ["REPORT.md"]

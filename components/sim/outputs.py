@@ -46,16 +46,19 @@ RUN_OUTPUTS = (
 STAGING = ".partial-"  # marks a staging directory: "<name>.partial-<host>-<pid>"
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """One file replaced whole: written to a temporary name, renamed into place, and the
-    temporary removed if writing fails (disk full, interrupt)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}{STAGING}{_owner()}")
+@contextlib.contextmanager
+def replacing_files(*paths: Path) -> Iterator[list[Path]]:
+    """Temporary siblings to write, which replace ``paths`` only once all are fully
+    written: Ctrl-C, a full disk or a failed write leave the previous files as they
+    were, never a mixture, and no temporary behind."""
+    temps = [path.with_name(f".{path.name}{STAGING}{_owner()}") for path in paths]
     try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
+        yield temps
+        for temp, path in zip(temps, paths, strict=True):
+            os.replace(temp, path)
     finally:
-        tmp.unlink(missing_ok=True)
+        for temp in temps:
+            temp.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager

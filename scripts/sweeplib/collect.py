@@ -6,17 +6,15 @@ running, or after it was killed, never picks up a half-written result.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import sys
 from collections import defaultdict
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
+from components.sim.outputs import replacing_files
 from sweeplib import store
 from workloads.options import UsageError
 
@@ -88,24 +86,10 @@ def write_table(rows: list[dict], prefix: Path) -> tuple[Path, Path]:
     table = pa.table({name: [row.get(name) for row in rows] for name in columns})
     csv_path, parquet_path = prefix.with_suffix(".csv"), prefix.with_suffix(".parquet")
     prefix.parent.mkdir(parents=True, exist_ok=True)
-    with _replacing(csv_path, parquet_path) as (csv_tmp, parquet_tmp):
+    with replacing_files(csv_path, parquet_path) as (csv_tmp, parquet_tmp):
         pacsv.write_csv(table, csv_tmp)
         pq.write_table(table, parquet_tmp)
     return csv_path, parquet_path
-
-
-@contextlib.contextmanager
-def _replacing(*paths: Path) -> Iterator[list[Path]]:
-    """Temp siblings that replace paths only once all are fully written: Ctrl-C, a full
-    disk or a failed write leave the previous files as they were, never a mixture."""
-    temps = [path.with_name(f".{path.name}.{os.getpid()}.tmp") for path in paths]
-    try:
-        yield temps
-        for temp, path in zip(temps, paths, strict=True):
-            os.replace(temp, path)
-    finally:
-        for temp in temps:
-            temp.unlink(missing_ok=True)
 
 
 def _order_key(values: list[Any]):
@@ -163,7 +147,7 @@ def plot(rows: list[dict], metric: str, axis: str, path: Path) -> Path:
     ax.grid(alpha=0.3)
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    with _replacing(path) as (temp,):
+    with replacing_files(path) as (temp,):
         figure.savefig(temp, dpi=120, format="png")
     plt.close(figure)
     return path
