@@ -23,7 +23,14 @@ from workloads.models import ModelSpecError, UnknownModelError
 from workloads.options import QuietParser, UsageError
 from workloads.training import TrainingDiverged
 
-__all__ = ["INPUT_ERRORS", "QuietParser", "UsageError", "die_with_parent", "run_main"]
+__all__ = [
+    "INPUT_ERRORS",
+    "QuietParser",
+    "UsageError",
+    "arm_parent_death",
+    "die_with_parent",
+    "run_main",
+]
 
 INPUT_ERRORS: tuple[type[Exception], ...] = (
     ConfigError,
@@ -125,18 +132,21 @@ def _install(signum: int, handler):
 _PR_SET_PDEATHSIG = 1
 
 
+def arm_parent_death(parent: int) -> bool:
+    """Have this process get SIGKILL when ``parent`` dies, even by SIGKILL; exit now if
+    it already has. False where there is no parent-death signal (not Linux)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        armed = libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        armed = False
+    if os.getppid() != parent:  # the parent died before the signal was armed
+        os._exit(1)
+    return armed
+
+
 def die_with_parent() -> Callable[[], None]:
     """A preexec_fn for subprocess: the child gets SIGKILL when this process dies, even
     by SIGKILL, so no gem5 run or worker outlives the command that started it."""
     parent = os.getpid()
-
-    def arm() -> None:
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        except (OSError, AttributeError):  # not Linux: no parent-death signal
-            return
-        if os.getppid() != parent:  # the parent died before the signal was armed
-            os._exit(1)
-
-    return arm
+    return lambda: arm_parent_death(parent)

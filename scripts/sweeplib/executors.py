@@ -9,7 +9,6 @@ a sweep, even with SIGKILL, leaves no worker or resource tracker behind.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import io
 import multiprocessing
 import os
@@ -26,6 +25,7 @@ from typing import Any
 from sweeplib.runid import run_id
 from sweeplib.runner import FAILED, Outcome, run_one
 from sweeplib.slurm import submitit_parameters
+from workloads.cli import arm_parent_death
 from workloads.options import RunOptions, UsageError
 
 Report = Callable[[Outcome], None]
@@ -33,7 +33,6 @@ PACKAGE_ROOTS = (Path(__file__).resolve().parents[2], Path(__file__).resolve().p
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 SUBMITIT_CLUSTERS = {"slurm": "slurm", "debug": "debug"}
 SLURM_COMMANDS = ("sbatch", "srun", "sacct", "scancel")
-PR_SET_PDEATHSIG = 1
 PARENT_POLL_S = 1.0
 RESULT_POLL_S = 2.0  # result files are cheap to look for
 SACCT_EVERY_S = 15.0  # one sacct call per interval for the whole array, as sites ask
@@ -52,14 +51,7 @@ def _init_worker(parent: int) -> None:
 
 def _die_with(parent: int) -> None:
     """Exit when the driver does, even if it is SIGKILLed."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        armed = libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL) == 0
-    except (OSError, AttributeError):  # not Linux: watch the parent instead
-        armed = False
-    if os.getppid() != parent:  # the driver died before prctl took effect
-        os._exit(1)
-    if not armed:
+    if not arm_parent_death(parent):  # not Linux: watch the parent instead
         threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
 
 
