@@ -116,6 +116,7 @@ class MemStream:
     gates: list = field(default_factory=list)
     writes: list[WriteStream] = field(default_factory=list)
     turn: float | None = None  # media time per request, under ``requests`` arbitration
+    idle_needs: dict[str, float] | None = None  # needs with an empty WPQ, where they differ
 
 
 _NOTHING = np.empty(0, dtype=np.int64)
@@ -139,8 +140,12 @@ class WriteStream:
         lines: np.ndarray,
         key: np.ndarray,
         drain_needs: dict[str, float],
+        held: np.ndarray,
+        backlogged: np.ndarray,
     ) -> None:
         self.device, self.addresses, self.size = device, addresses, size
+        self.held = held  # per controller, writes that wait in the WPQ for the drain
+        self.backlogged = backlogged  # per controller, the visible flow keeps the WPQ full
         self.accept, self.issue, self.lines, self.key = accept, issue, lines, key
         self.span = (int(lines.min()), int(lines.max())) if lines.size else (0, -1)
         self.drain = Flow(drain_needs, label=f"{device.path}.drain")
@@ -355,9 +360,9 @@ class MemoryDevice(SimObject):
         writes_c = np.bincount(episodes.ctrl, minlength=n).astype(float)
         firsts = np.flatnonzero(np.r_[True, lines.request[1:] != lines.request[:-1]])
 
-        def accept(head_c: np.ndarray) -> np.ndarray:
+        def accept(head_c: np.ndarray, free_c: np.ndarray) -> np.ndarray:
             rank, head = episodes.rank[lines.episode], head_c[lines.ctrl]
-            line_fraction = _accepted_fraction(rank, head, self.write_queue)
+            line_fraction = _accepted_fraction(rank, head, free_c[lines.ctrl])
             return _running_max_per_group(
                 np.maximum.reduceat(line_fraction, firsts), lines.ctrl[firsts]
             )  # each controller's WPQ accepts in issue order
@@ -395,8 +400,8 @@ class MemoryDevice(SimObject):
         rank = (nth[:, None] * per + offsets).ravel()
         writes_c = per_ctrl * float(per)
 
-        def accept(head_c: np.ndarray) -> np.ndarray:
-            return _accepted_fraction(nth * per + per - 1, head_c[ctrl], self.write_queue)
+        def accept(head_c: np.ndarray, free_c: np.ndarray) -> np.ndarray:
+            return _accepted_fraction(nth * per + per - 1, head_c[ctrl], free_c[ctrl])
 
         return _WritePlan(
             lines,
@@ -418,7 +423,9 @@ class MemoryDevice(SimObject):
             writes_c * unit / self.ctrl_write_bandwidth + rmw_c * unit / self.ctrl_read_bandwidth
         )
         need_c = self._media_ticks(media_ticks, writes_c, self.write_latency, queue)
-        visible_c = np.maximum(writes_c - queue, 0)
+        free_c = self._wpq_free()
+        visible_c = np.maximum(writes_c - free_c, 0)
+        idle_c = np.maximum(writes_c - queue, 0)  # what an empty WPQ would leave visible
         share = np.divide(visible_c, writes_c, out=np.zeros(n), where=writes_c > 0)
         # a media write completes at (rank + 1) of its controller's writes
         rank, total = plan.rank, writes_c[plan.ctrl]
@@ -426,7 +433,7 @@ class MemoryDevice(SimObject):
         key = np.where(
             rank + 1 <= head,
             np.divide(rank + 1, head, out=np.ones(rank.size), where=head > 0),
-            1.0 + (rank + 1 - head) / np.maximum(np.minimum(total, queue), 1),
+            1.0 + (rank + 1 - head) / np.maximum(np.minimum(total, free_c[plan.ctrl]), 1),
         )
         # accepted once the media has drained all but a WPQ-full before it, and not
         # before the requester's window lets it issue
@@ -436,11 +443,13 @@ class MemoryDevice(SimObject):
             self,
             addr,
             size,
-            plan.accept(visible_c),
+            plan.accept(visible_c, free_c),
             issue,
             plan.line,
             key,
             self._by_resource(need_c * (1 - share)),
+            writes_c - visible_c,
+            visible_c > 0,
         )
         turn = self._turn(need_c, plan.count_c)
         stream.drain.weight = turn or 1.0  # the drain needs only the controllers
@@ -466,6 +475,11 @@ class MemoryDevice(SimObject):
             [],
             [stream],
             turn,
+            None
+            if np.array_equal(idle_c, visible_c)
+            else self._by_resource(
+                need_c * np.divide(idle_c, writes_c, out=np.zeros(n), where=writes_c > 0)
+            ),
         )
 
     # ----- internals ------------------------------------------------------------
@@ -482,6 +496,23 @@ class MemoryDevice(SimObject):
             if f"ctrl{c}" not in self._children:
                 setattr(self, f"ctrl{c}", MemoryController())
         return [self._children[f"ctrl{c}"] for c in range(self.controllers)]
+
+    def _wpq_free(self) -> np.ndarray:
+        """WPQ entries per controller that a write stream starting now finds free: none
+        where another stream is still being accepted (its backlog keeps the queue full,
+        so every write of the new one waits for a drained slot, as in gem5's MemCtrl),
+        else the queue less what earlier streams still hold for their drain."""
+        queue = self.write_queue
+        held = np.zeros(self.controllers)
+        for stream in self._active_writes:
+            visible = stream.visible
+            if visible is None or visible.start < 0:
+                continue  # not started: a stream of the same stage
+            if visible.end < 0:
+                held = np.where(stream.backlogged, queue, held + stream.held)
+            elif stream.drain.start >= 0:
+                held += stream.held * (1.0 - stream.drain.network.progress(stream.drain))
+        return np.clip(queue - held, 0, queue)
 
     def _turn(self, need_c: np.ndarray, requests_c: np.ndarray) -> float | None:
         """Under ``requests`` arbitration every stream gets equal turns, so its share of
@@ -597,10 +628,11 @@ class _WritePlan:
     accept: Callable[[np.ndarray], np.ndarray]
 
 
-def _accepted_fraction(rank: np.ndarray, head: np.ndarray, queue: int) -> np.ndarray:
+def _accepted_fraction(rank: np.ndarray, head: np.ndarray, free: np.ndarray) -> np.ndarray:
     """Progress of the visible flow (``head`` writes per controller) by which the media
-    has drained all but a WPQ-full before the write of rank ``rank``."""
-    return np.divide(rank + 1 - queue, head, out=np.zeros(rank.size), where=head > 0).clip(0, 1)
+    has drained all but the WPQ entries the stream found free before the write of rank
+    ``rank``."""
+    return np.divide(rank + 1 - free, head, out=np.zeros(rank.size), where=head > 0).clip(0, 1)
 
 
 @dataclass(frozen=True)
@@ -720,24 +752,39 @@ def concurrent(*streams: MemStream) -> MemStream:
     live = [s for s in streams if s.requests]
     if not live:
         return streams[0]
-    needs: dict[str, float] = {}
-    nbytes: dict[str, float] = {}
-    for s in live:
-        for key, value in s.needs.items():
-            needs[key] = needs.get(key, 0.0) + value
-        for key, value in s.bytes.items():
-            nbytes[key] = nbytes.get(key, 0.0) + value
     return MemStream(
         live[0].device,
-        needs,
-        nbytes,
+        _summed([s.needs for s in live]),
+        _summed([s.bytes for s in live]),
         max(s.min_ticks for s in live),
         max(s.latency for s in live),
         sum(s.requests for s in live),
         [g for s in live for g in s.gates],
         [w for s in live for w in s.writes],
-        max((s.turn for s in live if s.turn is not None), default=None),
+        _turn_per_request(live),
+        _summed([s.idle_needs or s.needs for s in live])
+        if any(s.idle_needs is not None for s in live)
+        else None,
     )
+
+
+def _summed(parts: list[dict[str, float]]) -> dict[str, float]:
+    """Needs per resource, added over the parts."""
+    total: dict[str, float] = {}
+    for part in parts:
+        for key, value in part.items():
+            total[key] = total.get(key, 0.0) + value
+    return total
+
+
+def _turn_per_request(streams: list[MemStream]) -> float | None:
+    """Streams served as one take one turn per request each, so their combined media
+    time per request is the request-weighted mean: a record's one-request header does
+    not lend its line write's cost to the thousands of small entries beside it."""
+    turned = [s for s in streams if s.turn is not None]
+    if not turned:
+        return None
+    return sum(s.turn * s.requests for s in turned) / sum(s.requests for s in turned)
 
 
 def stage(
@@ -751,19 +798,17 @@ def stage(
     together, so the stage lasts as long as its most loaded resource under sharing; the
     first request's latencies (the transfer, then each stream in turn, as a row is read,
     then computed on, then written) come once, at the end."""
-    needs: dict[str, float] = {}
-    nbytes: dict[str, float] = {}
     feeding = along.flows if along is not None else []
-    parts = [s.needs for s in streams] + [f.needs for f in feeding] + [compute or {}]
-    for part in parts:
-        for key, value in part.items():
-            needs[key] = needs.get(key, 0.0) + value
-    for part in [s.bytes for s in streams] + [f.bytes for f in feeding]:
-        for key, value in part.items():
-            nbytes[key] = nbytes.get(key, 0.0) + value
+    others = [f.needs for f in feeding] + [compute or {}]
+    needs = _summed([s.needs for s in streams] + others)
+    nbytes = _summed([s.bytes for s in streams] + [f.bytes for f in feeding])
     min_ticks = max([s.min_ticks for s in streams] + [f.min_ticks for f in feeding], default=0.0)
     weight = _stage_weight(streams, max(needs.values(), default=0.0))
-    flow = Flow(needs, min_ticks=min_ticks, weight=weight, bytes=nbytes)
+    alone = None
+    if any(s.idle_needs is not None for s in streams):
+        idle = [s.idle_needs or s.needs for s in streams]
+        alone = _summed(idle + others)
+    flow = Flow(needs, min_ticks=min_ticks, weight=weight, bytes=nbytes, alone_needs=alone)
     offset = along.latency if along is not None else 0
     gates = list(along.gates) if along is not None else []
     for s in streams:

@@ -35,7 +35,10 @@ EPSILON = 1e-12
 @dataclass(eq=False)
 class Flow:
     """A stream's needs: ``needs[resource]`` ticks of that resource at full speed for the
-    whole flow, ``min_ticks`` its own lower bound on duration, ``weight`` its share."""
+    whole flow, ``min_ticks`` its own lower bound on duration, ``weight`` its share;
+    ``alone_needs`` what it would need on an idle system where that differs (writes
+    that found the WPQ held by others' writes), the reference its contention is
+    counted against."""
 
     needs: dict[str, float]
     min_ticks: float = 0.0
@@ -48,11 +51,14 @@ class Flow:
     start: int = -1
     end: int = -1
     history: list[tuple[int, float]] = field(default_factory=list)
+    alone_needs: dict[str, float] | None = None
     waited: float = 0.0
     waited_on: dict[int | None, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.needs = {r: float(v) for r, v in self.needs.items() if v > 0}
+        if self.alone_needs is not None:
+            self.alone_needs = {r: float(v) for r, v in self.alone_needs.items() if v > 0}
         if any(not math.isfinite(v) for v in self.needs.values()):
             raise ValueError(f"flow {self.label}: infinite need {self.needs}")
         self._finished = None
@@ -72,7 +78,7 @@ class Flow:
     def alone_rate(self) -> float:
         """Progress per tick with every resource to itself."""
         rate = 1.0 / self.min_ticks if self.min_ticks > 0 else math.inf
-        for need in self.needs.values():
+        for need in (self.alone_needs or self.needs).values():
             rate = min(rate, 1.0 / need)
         return rate
 
@@ -152,6 +158,12 @@ class FlowNetwork:
         flow._milestones.append((fraction, event))
         self._reschedule()
         return event
+
+    def progress(self, flow: Flow) -> float:
+        """The flow's progress now, between two events (its ``done`` is as of the last)."""
+        if flow.end >= 0 or flow not in self.active:
+            return flow.done
+        return min(flow.done + flow.rate * (self.engine.now - self._last), 1.0)
 
     # ----- the fluid model --------------------------------------------------------------
     def _advance(self, now: int) -> None:
