@@ -11,7 +11,7 @@ import pytest
 from simrun import duration, run_ops
 
 from components.interconnect.cxl import CxlLink, CxlPath, mmio_write
-from components.memory.base import stage
+from components.memory.base import concurrent, stage
 from components.memory.pmem import Pmem
 from components.sim.engine import Engine
 from components.sim.schedule import Scheduler
@@ -88,6 +88,34 @@ def test_under_request_arbitration_streams_take_turns_instead_of_time_shares():
     # the media served exactly what both needed, whoever got the turns
     media = sched.network.use[pmem.resource(0)]
     assert media.busy == pytest.approx(n * (t_read + t_write), rel=1e-6)
+
+
+def test_a_records_one_header_does_not_lend_its_turn_to_the_entries_beside_it():
+    """Log entries and their record's header, served as one stream beside a burst log:
+    under turns the header is one request among thousands, so the entries progress as
+    they would without it (a stream taking the costliest part's turn would not)."""
+    n = 20_000
+    entries = (1 << 28) + np.arange(n, dtype=np.int64) * 136
+    header = np.array([1 << 27], dtype=np.int64)
+    bursts = (1 << 32) + np.arange(4_000, dtype=np.int64) * 4096
+    probe = Pmem(controllers=1)
+    alone_entries = probe.write(entries, 136, 256)
+    assert probe.write(header, 64).turn > 2 * alone_entries.turn  # the header costs a line
+
+    def entries_beside_bursts(with_header: bool) -> int:
+        pmem = Pmem(controllers=1)
+
+        def log(now):
+            stream = pmem.write(entries, 136, 256)
+            return stage(concurrent(stream, pmem.write(header, 64)) if with_header else stream)
+
+        (logged, _), _ = run_ops(
+            log, lambda now: stage(pmem.write(bursts, 4096, 64)), devices=[pmem]
+        )
+        return duration(logged)
+
+    plain, headed = entries_beside_bursts(False), entries_beside_bursts(True)
+    assert headed == pytest.approx(plain, rel=0.01)
 
 
 def test_a_lookup_overlapping_a_log_is_slower_by_the_shared_time_and_slows_the_log():

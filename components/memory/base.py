@@ -736,8 +736,18 @@ def concurrent(*streams: MemStream) -> MemStream:
         sum(s.requests for s in live),
         [g for s in live for g in s.gates],
         [w for s in live for w in s.writes],
-        max((s.turn for s in live if s.turn is not None), default=None),
+        _turn_per_request(live),
     )
+
+
+def _turn_per_request(streams: list[MemStream]) -> float | None:
+    """Streams served as one take one turn per request each, so their combined media
+    time per request is the request-weighted mean: a record's one-request header does
+    not lend its line write's cost to the thousands of small entries beside it."""
+    turned = [s for s in streams if s.turn is not None]
+    if not turned:
+        return None
+    return sum(s.turn * s.requests for s in turned) / sum(s.requests for s in turned)
 
 
 def stage(
