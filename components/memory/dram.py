@@ -152,8 +152,10 @@ class Dram(MemoryDevice):
             self.ranks,
         )
         bus = seconds_c * TICKS_PER_SECOND + activity.rank_switches * self.rank_switch
-        window = activity.activations.max(axis=1) * self.activation_window / ACTIVATIONS_PER_WINDOW
-        bank = activity.busiest_bank * self.row_cycle
+        # the first activation is in the idle latency; each later one waits its turn
+        opened = np.maximum(activity.activations.max(axis=1) - 1, 0)
+        window = opened * self.activation_window / ACTIVATIONS_PER_WINDOW
+        bank = np.maximum(activity.busiest_bank - 1, 0) * self.row_cycle
         available = 1.0 - self.refresh_cycle / self.refresh_interval
         media = np.maximum(np.maximum(bus, window), bank) / available
         return np.maximum(media, accesses_c * latency / queue)
