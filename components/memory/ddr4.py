@@ -39,25 +39,26 @@ def row_activity(
     ranks: int,
 ) -> RowActivity:
     """Row activity of accesses to controller-local lines ``local`` on controllers
-    ``ctrl``, issued in the order of ``position`` within each controller (None: in array
-    order)."""
-    if position is None:
-        order = np.argsort(_small(ctrl), kind="stable")
-    else:
-        order = np.lexsort((position, ctrl))
-    c = ctrl[order].astype(np.int64)
-    row_index = local[order] // lines_per_row
-    bank = row_index % banks
-    rank = (row_index // banks) % ranks
-    row = row_index // (banks * ranks)
-    switched = np.zeros(c.size, dtype=bool)
-    switched[1:] = (c[1:] == c[:-1]) & (rank[1:] != rank[:-1])
-    switches = np.bincount(c, weights=switched, minlength=controllers)
-    bank_id = (c * ranks + rank) * banks + bank
-    by_bank = np.argsort(_small(bank_id), kind="stable")
+    ``ctrl``, issued in array order on each controller, or at ``position`` (each
+    access's place, 0 .. n-1, among its controller's n accesses)."""
+    if position is not None:  # into issue order by scattering, not sorting
+        per_ctrl = np.bincount(ctrl, minlength=controllers)
+        order = np.empty(ctrl.size, dtype=np.int64)
+        order[(np.cumsum(per_ctrl) - per_ctrl)[ctrl] + position] = np.arange(ctrl.size)
+        ctrl, local = ctrl[order], local[order]
+    slots = banks * ranks
+    row_index = local // lines_per_row
+    row = row_index // slots
+    bank_id = _small(ctrl * slots + row_index % slots)  # (controller, rank, bank)
+    rank = bank_id // banks  # controller x ranks + rank
+    switches = np.zeros(controllers)
+    for c in range(controllers):  # per controller, not per line
+        mine = rank[ctrl == c] if controllers > 1 else rank
+        switches[c] = np.count_nonzero(mine[1:] != mine[:-1])
+    by_bank = np.argsort(bank_id, kind="stable")
     same_bank, same_row = bank_id[by_bank], row[by_bank]
-    opens = np.ones(c.size, dtype=bool)  # every bank starts precharged
+    opens = np.ones(ctrl.size, dtype=bool)  # every bank starts precharged
     opens[1:] = (same_bank[1:] != same_bank[:-1]) | (same_row[1:] != same_row[:-1])
-    per_bank = np.bincount(same_bank, weights=opens, minlength=controllers * ranks * banks)
+    per_bank = np.bincount(same_bank[opens], minlength=controllers * slots)
     per_bank = per_bank.reshape(controllers, ranks, banks)
     return RowActivity(per_bank.sum(axis=2), per_bank.max(axis=(1, 2)), switches)

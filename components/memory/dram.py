@@ -126,7 +126,7 @@ class Dram(MemoryDevice):
         latency: int,
         queue: int,
         ctrl: np.ndarray,
-        line: np.ndarray,
+        local: np.ndarray,
         position: np.ndarray | None = None,
     ) -> np.ndarray:
         """The bus (bursts and rank switches), each rank's four-activate window and
@@ -144,7 +144,7 @@ class Dram(MemoryDevice):
             )
         activity = row_activity(
             ctrl,
-            self._local_line(line),
+            local,
             position,
             self.controllers,
             self.row_buffer // self.access_unit,
