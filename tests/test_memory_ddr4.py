@@ -119,9 +119,14 @@ def test_row_activity_matches_a_line_by_line_replay(
     local = np.array(lines, dtype=np.int64)
     ctrl = local % controllers
     position = None
-    if shuffle:  # issue order given separately (posted writes)
-        position = np.random.default_rng(len(lines)).permutation(local.size)
-        in_order = np.argsort(position)
+    if shuffle:  # each access's place among its controller's (posted writes' ranks)
+        shuffled = np.random.default_rng(len(lines)).permutation(local.size)
+        in_order = np.lexsort((shuffled, ctrl))
+        per_ctrl = np.bincount(ctrl, minlength=controllers)
+        position = np.empty(local.size, dtype=np.int64)
+        position[in_order] = np.arange(local.size) - np.repeat(
+            np.cumsum(per_ctrl) - per_ctrl, per_ctrl
+        )
         want = reference_activity(
             ctrl[in_order], local[in_order], lines_per_row, banks, ranks, controllers
         )
