@@ -106,6 +106,54 @@ def test_dram_closed_row_read_adds_up_to_our_idle_read_latency():
         tr.dram_interface(Dram(read_latency="20ns"))
 
 
+# DDR4_2400_8x8 (gem5 src/mem/DRAMInterface.py, inherited from DDR4_2400_16x4 where
+# not overridden): what our Dram defaults must equal, since they cite that preset
+DDR4_2400_8X8 = {
+    "ranks_per_channel": 2,
+    "banks_per_rank": 16,
+    "device_rowbuffer_size": "1024B",
+    "tCS": 1.666,
+    "tXAW": 21.0,
+    "activation_limit": 4,
+    "tRAS": 32.0,
+    "tRP": 14.16,
+    "tRFC": 350.0,
+    "tREFI": 7800.0,
+}
+
+
+def test_dram_array_is_the_ddr4_preset_by_default():
+    intf = tr.dram_interface(Dram())["interface"]
+    for key, value in DDR4_2400_8X8.items():
+        if isinstance(value, float):
+            assert _ns(intf[key]) == pytest.approx(value), key
+        else:
+            assert intf[key] == value, key
+
+
+def test_dram_array_parameters_reach_gem5():
+    dram = Dram(
+        ranks=1,
+        banks=8,
+        row_buffer="4KiB",
+        rank_switch="2.5ns",
+        activation_window="30ns",
+        row_cycle="50ns",
+        refresh_cycle="260ns",
+        refresh_interval="3.9us",
+    )
+    intf = tr.dram_interface(dram)["interface"]
+    assert (intf["ranks_per_channel"], intf["banks_per_rank"]) == (1, 8)
+    assert intf["device_rowbuffer_size"] == "512B"  # 8 devices make the 4 KiB row
+    assert _ns(intf["tCS"]) == 2.5 and _ns(intf["tXAW"]) == 30
+    assert _ns(intf["tRAS"]) + _ns(intf["tRP"]) == pytest.approx(50)  # tRC
+    assert (_ns(intf["tRFC"]), _ns(intf["tREFI"])) == (260, 3900)
+    with pytest.raises(ValueError, match="bank groups"):
+        tr.dram_interface(Dram(banks=6))
+    with pytest.raises(ValueError, match="row_cycle"):
+        tr.dram_interface(Dram(row_cycle="20ns"))
+
+
 @pytest.mark.parametrize(
     ("device", "params"),
     [

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 
 from components.interconnect.cxl import HEADER_BITS, LINE_BYTES, TLP_HEADER_BYTES
+from components.memory.ddr4 import ACTIVATIONS_PER_WINDOW
 from components.sim.units import TICKS_PER_SECOND
 
 FRONTEND_NS = 10.0  # MemCtrl static_frontend_latency default (src/mem/MemCtrl.py)
@@ -31,6 +32,9 @@ NVM_TSEND_NS = 14.16  # NVM_2400_1x64 tSEND
 DDR_T_BUS = 19.2e9  # B/s: the DDR4-2400 channel an Optane DIMM sits on (Table 2's base)
 DDR4_TRCD_NS = 14.16  # DDR4_2400_8x8 tRCD (= tCL)
 DDR4_TCL_NS = 14.16
+DDR4_TRP_NS = 14.16  # DDR4_2400_8x8 tRP: our row_cycle is its tRAS + tRP
+DDR4_DEVICES_PER_RANK = 8  # DDR4_2400_8x8: 8 x8 devices make a rank (our row_buffer / 8 each)
+DDR4_BANK_GROUPS = 4  # DDR4_2400_8x8 bank_groups_per_rank
 XBAR_CLOCK_HZ = 4e9  # internal crossbars: a 256 B line per 1 ns keeps them off the path
 XBAR_HOP_TICKS = 500  # one crossbar crossing: frontend + forward latency, 1 cycle each
 XBAR_RESPONSE_TICKS = 250  # a response's crossing: 1 cycle
@@ -141,7 +145,21 @@ def dram_interface(dram) -> dict[str, object]:
     """Per-channel overrides of ``DDR4_2400_8x8`` for a Dram: tBURST = 64 B / channel
     bandwidth (DDR4-2400's own at 19.2 GB/s), our queues, the static backend latency
     stretched so that a closed-row read (frontend + tRCD + tCL + tBURST + backend)
-    costs our idle read latency, and a write queue that drains whenever no read waits."""
+    costs our idle read latency, and a write queue that drains whenever no read waits.
+    The array is ours: ranks, banks, row (over the preset's 8 devices), rank switch
+    (tCS), four-activate window (tXAW, 4 activations), row cycle (tRAS + tRP) and
+    refresh (tRFC, tREFI)."""
+    if dram.banks % DDR4_BANK_GROUPS:
+        raise ValueError(
+            f"{dram.path}.banks: {dram.banks} is not a multiple of DDR4's "
+            f"{DDR4_BANK_GROUPS} bank groups"
+        )
+    t_ras = dram.row_cycle / 1000 - DDR4_TRP_NS
+    if t_ras < DDR4_TRCD_NS:
+        raise ValueError(
+            f"{dram.path}.row_cycle: {dram.row_cycle / 1000:g} ns is below DDR4's "
+            f"tRCD + tRP ({DDR4_TRCD_NS + DDR4_TRP_NS:.4g} ns)"
+        )
     burst_ns = LINE_BYTES / dram.ctrl_read_bandwidth * 1e9
     core = FRONTEND_NS + DDR4_TRCD_NS + DDR4_TCL_NS + burst_ns
     backend_ns = dram.read_latency / 1000 - core
@@ -155,6 +173,16 @@ def dram_interface(dram) -> dict[str, object]:
             "tBURST": f"{burst_ns:.6g}ns",
             "read_buffer_size": dram.read_queue,
             "write_buffer_size": dram.write_queue,
+            "ranks_per_channel": dram.ranks,
+            "banks_per_rank": dram.banks,
+            "device_rowbuffer_size": f"{dram.row_buffer // DDR4_DEVICES_PER_RANK}B",
+            "tCS": ns(dram.rank_switch),
+            "tXAW": ns(dram.activation_window),
+            "activation_limit": ACTIVATIONS_PER_WINDOW,
+            "tRAS": f"{t_ras:.6g}ns",
+            "tRP": f"{DDR4_TRP_NS}ns",
+            "tRFC": ns(dram.refresh_cycle),
+            "tREFI": ns(dram.refresh_interval),
             "null": True,
         },
         "controller": {

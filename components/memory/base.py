@@ -98,6 +98,7 @@ class _Lines:
     lo: np.ndarray | None  # first byte of the line the request touches (offset in line)
     hi: np.ndarray | None  # one past its last byte (both None: whole-request reads)
     ctrl: np.ndarray  # controller serving the line
+    local: np.ndarray  # the line's number among its controller's lines
     hit: np.ndarray  # the line was in its buffer entry (read hit / combined write)
     episode: np.ndarray | None  # buffer episode: a miss and the hits that follow it
     order: np.ndarray | None  # accesses along the buffer entries' streams (writes only)
@@ -307,8 +308,14 @@ class MemoryDevice(SimObject):
         media = np.where(lines.hit, 0, unit)
         misses_c = np.bincount(lines.ctrl, weights=~lines.hit, minlength=n)
         media_c = misses_c * unit
+        missed = ~lines.hit if lines.hit.any() else slice(None)  # no copy without hits
         need_c = self._media_ticks(
-            media_c / self.ctrl_read_bandwidth, misses_c, self.read_latency, self.read_queue
+            media_c / self.ctrl_read_bandwidth,
+            misses_c,
+            self.read_latency,
+            self.read_queue,
+            lines.ctrl[missed],
+            lines.local[missed],
         )
         gates, stalled = self._raw_gates(lines)
         reqs = np.bincount(lines.ctrl, minlength=n)
@@ -422,7 +429,15 @@ class MemoryDevice(SimObject):
         media_ticks = (
             writes_c * unit / self.ctrl_write_bandwidth + rmw_c * unit / self.ctrl_read_bandwidth
         )
-        need_c = self._media_ticks(media_ticks, writes_c, self.write_latency, queue)
+        need_c = self._media_ticks(
+            media_ticks,
+            writes_c,
+            self.write_latency,
+            queue,
+            plan.ctrl,
+            self._local_line(plan.line),
+            plan.rank,
+        )
         free_c = self._wpq_free()
         visible_c = np.maximum(writes_c - free_c, 0)
         idle_c = np.maximum(writes_c - queue, 0)  # what an empty WPQ would leave visible
@@ -528,12 +543,21 @@ class MemoryDevice(SimObject):
     def _by_resource(self, per_ctrl: np.ndarray) -> dict[str, float]:
         return {self.resource(c): float(v) for c, v in enumerate(per_ctrl) if v > 0}
 
-    @staticmethod
     def _media_ticks(
-        seconds_c: np.ndarray, accesses_c: np.ndarray, latency: int, queue: int
+        self,
+        seconds_c: np.ndarray,
+        accesses_c: np.ndarray,
+        latency: int,
+        queue: int,
+        ctrl: np.ndarray,
+        local: np.ndarray,
+        position: np.ndarray | None = None,
     ) -> np.ndarray:
         """Media ticks per controller, at least ``queue`` accesses per latency (Little's
-        law over the controller's queue)."""
+        law over the controller's queue). ``ctrl``, ``local``: the media accesses'
+        controllers and controller-local lines, issued in array order on each controller
+        (or at ``position`` among its accesses), for devices whose media time depends on
+        the sequence (DRAM rows and ranks)."""
         return np.maximum(seconds_c * TICKS_PER_SECOND, accesses_c * latency / queue)
 
     @staticmethod
@@ -558,6 +582,14 @@ class MemoryDevice(SimObject):
             raise ValueError(f"{self.path}: outstanding must be >= 1, got {outstanding}")
         return addr, float(outstanding) if outstanding else math.inf
 
+    def _local_line(self, line: np.ndarray) -> np.ndarray:
+        """A line's number among its controller's lines (the interleave taken out)."""
+        per_chunk = self.interleave // self.access_unit
+        if per_chunk == 1:  # line-interleaved (DRAM channels)
+            return line // self.controllers
+        chunk = line // per_chunk
+        return (chunk // self.controllers) * per_chunk + line % per_chunk
+
     def _split(self, addr: np.ndarray, size: int, writes: bool) -> _Lines:
         """Line accesses of a stream. Reads skip what only writes need (byte ranges
         within lines, buffer episodes) when every request fits in one line."""
@@ -576,14 +608,12 @@ class MemoryDevice(SimObject):
             base = line * unit
             lo = np.maximum(start, base) - base
             hi = np.minimum(start + size, base + unit) - base
-        per_chunk = self.interleave // unit
-        chunk = line // per_chunk
-        ctrl = chunk % n
-        local = (chunk // n) * per_chunk + line % per_chunk
+        ctrl = (line // (self.interleave // unit)) % n
+        local = self._local_line(line)
         hit, episode, order = _buffer_hits(line, ctrl, local, self.buffer_lines, writes)
         if request is None:
             request = np.arange(addr.size)
-        return _Lines(request, line, lo, hi, ctrl, hit, episode, order)
+        return _Lines(request, line, lo, hi, ctrl, local, hit, episode, order)
 
     def _raw_gates(self, lines: _Lines) -> tuple[list, np.ndarray]:
         """Events a read must wait for: the drain of lines earlier writes still hold."""
