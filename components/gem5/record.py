@@ -140,9 +140,20 @@ def _truncate(captured: StageRecord, stage: Stage) -> None:
             stream.reached = int(accepted[id(stream.addresses)])
         else:
             stream.reached = int(np.ceil(stream.addresses.size * stage.progress))
-    flows = max((flow.alone_ticks for flow in stage.flows), default=0)
-    captured.alone = round(flows * stage.progress)  # a stopped stage skips its latency
+    moved = max((_moved_alone(flow, stage.progress) for flow in stage.flows), default=0)
+    captured.alone = round(moved)  # a stopped stage skips its latency
     captured.latency = 0
+
+
+def _moved_alone(flow, progress: float) -> float:
+    """Ticks the part of ``flow`` done by ``progress`` would take on an idle system: its
+    needs in proportion, except its writes, of which an empty WPQ takes the first
+    queue-full at once."""
+    needs = {r: v * progress for r, v in (flow.alone_needs or flow.needs).items()}
+    for writes in flow.writes:
+        for resource, delta in writes.idle_correction(progress).items():
+            needs[resource] = needs.get(resource, 0.0) + delta
+    return max([flow.min_ticks * progress, *needs.values()])
 
 
 def record_devices(board, scheduler: RecordingScheduler) -> None:

@@ -141,12 +141,14 @@ class WriteStream:
         lines: np.ndarray,
         key: np.ndarray,
         drain_needs: dict[str, float],
-        held: np.ndarray,
-        backlogged: np.ndarray,
+        writes: np.ndarray,
+        per_write: np.ndarray,
+        visible: np.ndarray,
     ) -> None:
         self.device, self.addresses, self.size = device, addresses, size
-        self.held = held  # per controller, writes that wait in the WPQ for the drain
-        self.backlogged = backlogged  # per controller, the visible flow keeps the WPQ full
+        self.writes, self.per_write = writes, per_write  # per controller: media writes, ticks
+        self.held = writes - visible  # per controller, writes that wait in the WPQ to drain
+        self.backlogged = visible > 0  # per controller, the visible flow keeps the WPQ full
         self.accept, self.issue, self.lines, self.key = accept, issue, lines, key
         self.span = (int(lines.min()), int(lines.max())) if lines.size else (0, -1)
         self.drain = Flow(drain_needs, label=f"{device.path}.drain")
@@ -182,6 +184,17 @@ class WriteStream:
         else:
             self._waiting.append((key - 1.0, event))
         return event
+
+    def idle_correction(self, progress: float) -> dict[str, float]:
+        """For a stream stopped at ``progress`` of its visible flow: what the writes it
+        got accepted would need on an idle device (an empty WPQ takes the first
+        ``write_queue`` of them at once), less the share ``progress`` of its whole idle
+        need that the flow's own alone time counts."""
+        queue = self.device.write_queue
+        moved = self.held + progress * (self.writes - self.held)
+        reached = self.per_write * np.maximum(moved - queue, 0)
+        whole = self.per_write * np.maximum(self.writes - queue, 0)
+        return self.device._by_resource(reached - progress * whole, keep_negative=True)
 
     def _accepted(self, flow: Flow) -> None:
         """Persist ticks from the visible flow's progress; hand over to the drain. A
@@ -463,8 +476,9 @@ class MemoryDevice(SimObject):
             plan.line,
             key,
             self._by_resource(need_c * (1 - share)),
-            writes_c - visible_c,
-            visible_c > 0,
+            writes_c,
+            np.divide(need_c, writes_c, out=np.zeros(n), where=writes_c > 0),
+            visible_c,
         )
         turn = self._turn(need_c, plan.count_c)
         stream.drain.weight = turn or 1.0  # the drain needs only the controllers
@@ -540,8 +554,12 @@ class MemoryDevice(SimObject):
         line_read = self.access_unit * TICKS_PER_SECOND / self.ctrl_read_bandwidth
         return float(need_c[busiest] / max(requests_c[busiest], 1) / line_read)
 
-    def _by_resource(self, per_ctrl: np.ndarray) -> dict[str, float]:
-        return {self.resource(c): float(v) for c, v in enumerate(per_ctrl) if v > 0}
+    def _by_resource(self, per_ctrl: np.ndarray, keep_negative: bool = False) -> dict[str, float]:
+        return {
+            self.resource(c): float(v)
+            for c, v in enumerate(per_ctrl)
+            if v > 0 or (keep_negative and v != 0)
+        }
 
     def _media_ticks(
         self,
