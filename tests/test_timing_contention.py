@@ -140,6 +140,27 @@ def test_a_write_stream_arriving_behind_a_backlogged_one_finds_no_free_wpq_entry
     assert duration(second) == pytest.approx(2 * n * t_write + pmem.write_latency, rel=0.01)
 
 
+def test_a_write_stream_after_a_half_drained_queue_finds_half_of_it_free():
+    """A stream of 3 queue-fulls of lines has been accepted and half its last queue-full
+    has drained when a second stream of one queue-full starts: half the WPQ is free, so
+    half the second stream waits for drained slots, sharing the media one for one with
+    the first stream's remaining drain; both reach the end of that half together."""
+    pmem = Pmem(controllers=1)
+    queue = pmem.write_queue
+    first = (1 << 32) + np.arange(3 * queue, dtype=np.int64) * 256
+    second = (1 << 28) + np.arange(queue, dtype=np.int64) * 256
+    t_write = max(pmem.write(first, 256).needs.values()) / (2 * queue)  # media per line
+    start = round((2 * queue + queue / 2) * t_write)  # accepted, and half the rest drained
+    (_, late), _ = run_ops(
+        lambda now: stage(pmem.write(first, 256, 256)),
+        lambda now: stage(pmem.write(second, 256, 256)),
+        devices=[pmem],
+        starts=[0, start],
+    )
+    # its visible half (queue / 2 lines) beside the first's last queue / 2 lines
+    assert duration(late) == pytest.approx(queue * t_write + pmem.write_latency, rel=0.01)
+
+
 def test_a_lookup_overlapping_a_log_is_slower_by_the_shared_time_and_slows_the_log():
     pmem = Pmem(arbitration="time")  # equal shares of media time
     rows = np.random.default_rng(5).integers(0, 1 << 22, 50_000) * 128
