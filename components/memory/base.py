@@ -14,8 +14,10 @@ A stream is a ``MemStream``: media ticks per controller, the requester's bound (
 ``outstanding`` window: Little's law), the latency of its last request. The flow network
 (components/sim/flows.py) decides how fast it goes next to everything else. Writes are
 posted: a write is done for the requester when the controller's write pending queue
-(WPQ) accepts it, i.e. once all but the last ``write_queue`` lines per controller have
-drained; those drain afterwards in a flow of their own. Under ADR a write is durable at
+(WPQ) accepts it, i.e. once all but the WPQ entries it found free have drained; those
+drain afterwards in a flow of their own. The WPQ is shared: a stream that starts while
+another is still being accepted finds it full, one after others' drains finds what
+they still hold taken. Under ADR a write is durable at
 acceptance, under eADR/GPF at issue; each request's persist tick comes from the
 stream's actual progress. A read of a line that an earlier write has not drained yet
 waits for that write's drain progress (read-after-write stall). All of it is numpy over
@@ -662,9 +664,9 @@ class MemoryDevice(SimObject):
 class _WritePlan:
     """What a write stream does at the media: per media write its line, controller and
     rank among that controller's writes; per controller the media writes, RMW reads,
-    line accesses and bytes covered; ``accept(head_c)``: per request, the progress of
-    the visible flow at which the WPQ accepts it, given each controller's writes before
-    its last WPQ-full."""
+    line accesses and bytes covered; ``accept(head_c, free_c)``: per request, the
+    progress of the visible flow at which the WPQ accepts it, given each controller's
+    writes that wait for a drained slot and the WPQ entries the stream found free."""
 
     line: np.ndarray
     ctrl: np.ndarray
@@ -673,7 +675,7 @@ class _WritePlan:
     rmw_c: np.ndarray
     count_c: np.ndarray
     covered_c: np.ndarray
-    accept: Callable[[np.ndarray], np.ndarray]
+    accept: Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
 def _accepted_fraction(rank: np.ndarray, head: np.ndarray, free: np.ndarray) -> np.ndarray:
