@@ -234,7 +234,7 @@ def _window_bound(record: StreamRecord) -> float:
         return 0.0
     device = record.device
     latency = device.write_latency if record.kind == "write" else device.read_latency
-    return (record.requests - 1) * latency / record.outstanding
+    return device._window_ticks(record.requests, latency, record.outstanding)
 
 
 def _compute_ticks(board, stage: StageRecord) -> float:

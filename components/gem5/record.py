@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from components.memory.base import IssuedStream, MemoryDevice
+from components.memory.base import IssuedStream, MemoryDevice, add_needs
 from components.sim.schedule import OpRecord, Scheduler, Stage, alone_ticks
 
 
@@ -109,10 +109,7 @@ class RecordingScheduler(Scheduler):
 
     def _stage(self, record: OpRecord, stage: Stage, flows, until):
         trace = self.traces[record.uid]
-        needs: dict[str, float] = {}
-        for flow in stage.flows:
-            for resource, need in flow.needs.items():
-                needs[resource] = needs.get(resource, 0.0) + need
+        needs = add_needs([flow.needs for flow in stage.flows])
         captured = StageRecord(
             self.engine.now,
             stage.latency,
@@ -149,10 +146,8 @@ def _moved_alone(flow, progress: float) -> float:
     """Ticks the part of ``flow`` done by ``progress`` would take on an idle system: its
     needs in proportion, except its writes, of which an empty WPQ takes the first
     queue-full at once."""
-    needs = {r: v * progress for r, v in (flow.alone_needs or flow.needs).items()}
-    for writes in flow.writes:
-        for resource, delta in writes.idle_correction(progress).items():
-            needs[resource] = needs.get(resource, 0.0) + delta
+    scaled = {r: v * progress for r, v in (flow.alone_needs or flow.needs).items()}
+    needs = add_needs([scaled, *(writes.idle_correction(progress) for writes in flow.writes)])
     return max([flow.min_ticks * progress, *needs.values()])
 
 

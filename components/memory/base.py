@@ -150,7 +150,6 @@ class WriteStream:
         self.device, self.addresses, self.size = device, addresses, size
         self.writes, self.per_write = writes, per_write  # per controller: media writes, ticks
         self.held = writes - visible  # per controller, writes that wait in the WPQ to drain
-        self.backlogged = visible > 0  # per controller, the visible flow keeps the WPQ full
         self.accept, self.issue, self.lines, self.key = accept, issue, lines, key
         self.span = (int(lines.min()), int(lines.max())) if lines.size else (0, -1)
         self.drain = Flow(drain_needs, label=f"{device.path}.drain")
@@ -187,6 +186,12 @@ class WriteStream:
             self._waiting.append((key - 1.0, event))
         return event
 
+    @property
+    def backlogged(self) -> np.ndarray:
+        """Per controller: writes wait for drained slots, so the visible flow keeps the
+        WPQ full while it runs."""
+        return self.held < self.writes
+
     def idle_correction(self, progress: float) -> dict[str, float]:
         """For a stream stopped at ``progress`` of its visible flow: what the writes it
         got accepted would need on an idle device (an empty WPQ takes the first
@@ -196,7 +201,7 @@ class WriteStream:
         moved = self.held + progress * (self.writes - self.held)
         reached = self.per_write * np.maximum(moved - queue, 0)
         whole = self.per_write * np.maximum(self.writes - queue, 0)
-        return self.device._by_resource(reached - progress * whole, keep_negative=True)
+        return self.device._by_resource(reached - progress * whole)
 
     def _accepted(self, flow: Flow) -> None:
         """Persist ticks from the visible flow's progress; hand over to the drain. A
@@ -556,12 +561,10 @@ class MemoryDevice(SimObject):
         line_read = self.access_unit * TICKS_PER_SECOND / self.ctrl_read_bandwidth
         return float(need_c[busiest] / max(requests_c[busiest], 1) / line_read)
 
-    def _by_resource(self, per_ctrl: np.ndarray, keep_negative: bool = False) -> dict[str, float]:
-        return {
-            self.resource(c): float(v)
-            for c, v in enumerate(per_ctrl)
-            if v > 0 or (keep_negative and v != 0)
-        }
+    def _by_resource(self, per_ctrl: np.ndarray) -> dict[str, float]:
+        """Per-controller figures by resource name, the controllers without any left out
+        (needs are never negative; an idle correction may be)."""
+        return {self.resource(c): float(v) for c, v in enumerate(per_ctrl) if v != 0}
 
     def _media_ticks(
         self,
@@ -578,7 +581,19 @@ class MemoryDevice(SimObject):
         controllers and controller-local lines, issued in array order on each controller
         (or at ``position`` among its accesses), for devices whose media time depends on
         the sequence (DRAM rows and ranks)."""
-        return np.maximum(seconds_c * TICKS_PER_SECOND, accesses_c * latency / queue)
+        busy = self._busy_ticks(seconds_c, ctrl, local, position)
+        return np.maximum(busy, accesses_c * latency / queue)
+
+    def _busy_ticks(
+        self,
+        seconds_c: np.ndarray,
+        ctrl: np.ndarray,
+        local: np.ndarray,
+        position: np.ndarray | None,
+    ) -> np.ndarray:
+        """Ticks each controller's media is busy with the accesses: their transfer time
+        here; devices whose media time depends on the sequence override it."""
+        return seconds_c * TICKS_PER_SECOND
 
     @staticmethod
     def _window_ticks(requests: int, latency: int, window: float) -> float:
@@ -804,22 +819,22 @@ def concurrent(*streams: MemStream) -> MemStream:
         return streams[0]
     return MemStream(
         live[0].device,
-        _summed([s.needs for s in live]),
-        _summed([s.bytes for s in live]),
+        add_needs([s.needs for s in live]),
+        add_needs([s.bytes for s in live]),
         max(s.min_ticks for s in live),
         max(s.latency for s in live),
         sum(s.requests for s in live),
         [g for s in live for g in s.gates],
         [w for s in live for w in s.writes],
         _turn_per_request(live),
-        _summed([s.idle_needs or s.needs for s in live])
+        add_needs([s.idle_needs or s.needs for s in live])
         if any(s.idle_needs is not None for s in live)
         else None,
     )
 
 
-def _summed(parts: list[dict[str, float]]) -> dict[str, float]:
-    """Needs per resource, added over the parts."""
+def add_needs(parts: list[dict[str, float]]) -> dict[str, float]:
+    """Needs (or bytes) per resource, added over the parts."""
     total: dict[str, float] = {}
     for part in parts:
         for key, value in part.items():
@@ -850,14 +865,14 @@ def stage(
     then computed on, then written) come once, at the end."""
     feeding = along.flows if along is not None else []
     others = [f.needs for f in feeding] + [compute or {}]
-    needs = _summed([s.needs for s in streams] + others)
-    nbytes = _summed([s.bytes for s in streams] + [f.bytes for f in feeding])
+    needs = add_needs([s.needs for s in streams] + others)
+    nbytes = add_needs([s.bytes for s in streams] + [f.bytes for f in feeding])
     min_ticks = max([s.min_ticks for s in streams] + [f.min_ticks for f in feeding], default=0.0)
     weight = _stage_weight(streams, max(needs.values(), default=0.0))
     alone = None
     if any(s.idle_needs is not None for s in streams):
         idle = [s.idle_needs or s.needs for s in streams]
-        alone = _summed(idle + others)
+        alone = add_needs(idle + others)
     flow = Flow(needs, min_ticks=min_ticks, weight=weight, bytes=nbytes, alone_needs=alone)
     offset = along.latency if along is not None else 0
     gates = list(along.gates) if along is not None else []

@@ -119,15 +119,12 @@ class Dram(MemoryDevice):
         "estimate: ~1 W per 16 GB DDR4 DIMM (Micron TN-40-07 IDD2N/IDD5 at 1.2 V)",
     )
 
-    def _media_ticks(
+    def _busy_ticks(
         self,
         seconds_c: np.ndarray,
-        accesses_c: np.ndarray,
-        latency: int,
-        queue: int,
         ctrl: np.ndarray,
         local: np.ndarray,
-        position: np.ndarray | None = None,
+        position: np.ndarray | None,
     ) -> np.ndarray:
         """The bus (bursts and rank switches), each rank's four-activate window and
         each bank's row cycle are servers of their own: the busiest bounds the stream,
@@ -157,5 +154,4 @@ class Dram(MemoryDevice):
         window = opened * self.activation_window / ACTIVATIONS_PER_WINDOW
         bank = np.maximum(activity.busiest_bank - 1, 0) * self.row_cycle
         available = 1.0 - self.refresh_cycle / self.refresh_interval
-        media = np.maximum(np.maximum(bus, window), bank) / available
-        return np.maximum(media, accesses_c * latency / queue)
+        return np.maximum(np.maximum(bus, window), bank) / available
