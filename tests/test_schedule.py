@@ -4,7 +4,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from components.sim.engine import Engine
-from components.sim.schedule import Scheduler, critical_path
+from components.sim.flows import Flow
+from components.sim.schedule import Scheduler, Stage, critical_path
 
 
 def fixed(ticks):
@@ -86,16 +87,19 @@ def test_critical_path_always_sums_to_window(ops):
         assert all(v > 0 for v in path.values())
 
 
-def test_contention_on_the_critical_path_is_charged_to_whom_it_came_from():
-    from components.sim.flows import Flow
-    from components.sim.schedule import Stage
-
+def log_beside_lookup():
+    """A background log (600 ticks of media) and a lookup (300) sharing the media."""
     engine = Engine()
     sched = Scheduler(engine)
     log = sched.op(
         "log", "checkpoint", 0, "dma", lambda now: Stage([Flow({"media": 600})]), background=True
     )
     look = sched.op("lookup", "embedding", 0, "nmp", lambda now: Stage([Flow({"media": 300})]))
+    return engine, sched, log, look
+
+
+def test_contention_on_the_critical_path_is_charged_to_whom_it_came_from():
+    engine, sched, log, look = log_beside_lookup()
     top = sched.op("top", "top_mlp", 0, "gpu", fixed(100), deps=[look])
     engine.run()
     # sharing the media evenly, the lookup takes 600 instead of 300, the log 900
@@ -108,15 +112,7 @@ def test_contention_on_the_critical_path_is_charged_to_whom_it_came_from():
 
 
 def test_a_stall_on_a_slowed_background_op_is_partly_contention():
-    from components.sim.flows import Flow
-    from components.sim.schedule import Stage
-
-    engine = Engine()
-    sched = Scheduler(engine)
-    log = sched.op(
-        "log", "checkpoint", 0, "dma", lambda now: Stage([Flow({"media": 600})]), background=True
-    )
-    look = sched.op("lookup", "embedding", 0, "nmp", lambda now: Stage([Flow({"media": 300})]))
+    engine, sched, log, look = log_beside_lookup()
     update = sched.op("update", "embedding", 0, "nmp", fixed(100), deps=[look, log])
     engine.run()
     # shared evenly until the lookup ends at 600, the log then runs alone to 900: it
