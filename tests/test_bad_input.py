@@ -264,8 +264,9 @@ LONG_RUNS = [
     ("sensitivity", ["--outdir", "{new}"]),
     ("reproduce_paper", ["--outdir", "{new}"]),
     ("compare_backends", ["--batches", "50"]),
-    ("microbench", ["--device", "ssd", "--op", "write", "--requests", "3000000"]
-     + ["--size", "4KiB", "--outdir", "{new}"]),
+    # a load sweep (11 s here): an idle machine finished the 3 s ssd stream before SIGINT
+    ("microbench", ["--device", "pmem", "--op", "read", "--pattern", "rand", "--size", "256"]
+     + ["--requests", "6000000", "--load-sweep", "--outdir", "{new}"]),
 ]  # fmt: skip
 
 
