@@ -3,7 +3,7 @@
 import math
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from components.sim.engine import Engine
@@ -125,6 +125,7 @@ def test_stopping_a_flow_frees_its_share():
         max_size=6,
     )
 )
+@example(specs=[("r1", 1, 0, 0), ("r2", 936, 0, 0), ("r2", 327, 0, 0), ("r1", 1, 0, 1262)])
 def test_work_is_conserved_and_nothing_beats_running_alone(specs):
     flows = [Flow({r: need}, min_ticks=bound) for r, need, bound, _ in specs]
     starts = [at for *_, at in specs]

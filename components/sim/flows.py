@@ -291,6 +291,8 @@ class FlowNetwork:
                 flow._milestones.remove(item)
                 item[1].succeed()
             if remaining < 1.0 or flow.done >= 1.0 - EPSILON:
+                for resource, need in flow.needs.items():  # the last sub-tick's share
+                    self.use[resource].busy += need * (1.0 - flow.done)
                 flow.done = 1.0
                 self._finish(flow, now)
             else:
