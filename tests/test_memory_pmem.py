@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from simrun import media_bytes, timed
 
 from components.memory import Dram, Pmem
+from components.memory.base import _queue_merges
 from components.sim.params import ConfigError
 from components.sim.units import TICKS_PER_SECOND
 
@@ -84,6 +85,86 @@ def test_rmw_coverage_is_the_union_of_the_bytes_written():
     dev = Pmem()
     dev.write(np.array([0, 128], dtype=np.int64), 128)  # both halves: no RMW
     assert dev.ctrl0.rmwReads.value == 0
+
+
+def test_without_a_buffer_log_entries_merge_in_the_wpq():
+    """136 B log entries cut lines in two; gem5's WPQ (and a DRAM controller's) merges
+    the pieces of a line while it is queued, so without the XPBuffer the appends still
+    write whole lines, once each, with a read of only the last, partly written line."""
+    n = 1000
+    bare = Pmem(buffer_lines=0)
+    written = bare.write(np.arange(n, dtype=np.int64) * 136, 136)
+    lines = -(-n * 136 // 256)
+    assert media_bytes(written) == (lines + 1) * 256  # every line once, one RMW read
+    assert _rmw_reads(bare) == 1
+
+
+def test_without_a_buffer_writes_further_apart_than_the_wpq_do_not_merge():
+    """Two halves of a line merge only while the first is still queued: with more lines
+    than the WPQ holds written in between, both are written, each with its RMW read."""
+    queue = Pmem().write_queue
+    step = Pmem().controllers * Pmem().interleave  # the next line of the same controller
+    others = np.arange(1, queue + 2, dtype=np.int64) * step  # whole lines in between
+    for between, rmw in ((queue - 1, 0), (queue + 1, 2)):
+        dev = Pmem(buffer_lines=0)
+        addr = np.concatenate([[0], others[:between], [128]])
+        dev.write(addr, 128)  # the other lines are halves too: one RMW read each
+        assert _rmw_reads(dev) == between + rmw
+
+
+def _rmw_reads(dev: Pmem) -> int:
+    return sum(dev._children[f"ctrl{c}"].rmwReads.value for c in range(dev.controllers))
+
+
+def test_mutant_without_wpq_merging_fails_the_log_check(monkeypatch):
+    """Each piece of an entry written on its own (the model before the WPQ merged)."""
+    import components.memory.base as base
+
+    def unmerged(line, ctrl, queue):
+        return base._buffer_hits(line, ctrl, line, 0, True)
+
+    monkeypatch.setattr(base, "_queue_merges", unmerged)
+    with pytest.raises(AssertionError):
+        test_without_a_buffer_log_entries_merge_in_the_wpq()
+
+
+def _merges_line_by_line(line: np.ndarray, ctrl: np.ndarray, queue: int) -> np.ndarray:
+    """The documented rule, access by access: at most ``queue`` lines entered the
+    controller's stream since the previous access to the line."""
+    entered, last_line, seen = {}, {}, {}
+    merged = np.zeros(line.size, dtype=bool)
+    for i, (ln, c) in enumerate(zip(line.tolist(), ctrl.tolist(), strict=True)):
+        if last_line.get(c) != ln:
+            entered[c] = entered.get(c, 0) + 1
+            last_line[c] = ln
+        merged[i] = ln in seen and entered[c] - seen[ln] <= queue
+        seen[ln] = entered[c]
+    return merged
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    lines=st.lists(st.integers(0, 40), min_size=1, max_size=300),
+    controllers=st.integers(1, 4),
+    queue=st.integers(1, 8),
+)
+def test_wpq_merges_match_a_line_by_line_replay(lines, controllers, queue):
+    line = np.array(lines, dtype=np.int64)
+    ctrl = line % controllers
+    hit, episode, order = _queue_merges(line, ctrl, queue)
+    assert np.array_equal(hit, _merges_line_by_line(line, ctrl, queue))
+    ordered = episode[order]  # episodes contiguous along the order, numbered from 0
+    assert ordered[0] == 0 and np.all(np.diff(ordered) >= 0)
+    assert np.array_equal(np.diff(ordered) == 0, hit[order][1:])
+
+
+def test_mutant_counting_lines_across_controllers_fails_the_replay():
+    """A queue shared by all controllers: lines of the others would push a line out."""
+    line = np.array([0, 1, 3, 0], dtype=np.int64)
+    ctrl = line % 2
+    expected = _merges_line_by_line(line, ctrl, 1)
+    assert expected.tolist() == [False, False, False, True]
+    assert not np.array_equal(_queue_merges(line, np.zeros_like(ctrl), 1)[0], expected)
 
 
 @settings(max_examples=25, deadline=None)

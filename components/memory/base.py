@@ -4,11 +4,12 @@ A device is N controllers behind an address interleave. Each request is split in
 device's internal access units ("lines": 64 B DRAM bursts, 256 B Optane XPLines, 4 KiB
 SSD pages). Each controller has a buffer of ``buffer_lines`` line entries, direct-mapped
 by the controller-local line number: a read of a line still in its entry is served from
-the buffer, writes to a line in its entry combine, and only the rest reach the media. A
-line written back whose combined writes never covered it whole is first read
-(read-modify-write). Reads and writes of every op share each controller's media time
-with their own costs (``access_unit / ctrl_read_bandwidth`` per line read,
-``access_unit / ctrl_write_bandwidth`` per line written).
+the buffer, writes to a line in its entry combine, and only the rest reach the media
+(without a buffer, writes to a line still in the WPQ merge there). A line written back
+whose combined writes never covered it whole is first read (read-modify-write). Reads
+and writes of every op share each controller's media time with their own costs
+(``access_unit / ctrl_read_bandwidth`` per line read, ``access_unit /
+ctrl_write_bandwidth`` per line written).
 
 A stream is a ``MemStream``: media ticks per controller, the requester's bound (its
 ``outstanding`` window: Little's law), the latency of its last request. The flow network
@@ -645,7 +646,10 @@ class MemoryDevice(SimObject):
             hi = np.minimum(start + size, base + unit) - base
         ctrl = (line // (self.interleave // unit)) % n
         local = self._local_line(line)
-        hit, episode, order = _buffer_hits(line, ctrl, local, self.buffer_lines, writes)
+        if writes and self.buffer_lines == 0:
+            hit, episode, order = _queue_merges(line, ctrl, self.write_queue)
+        else:
+            hit, episode, order = _buffer_hits(line, ctrl, local, self.buffer_lines, writes)
         if request is None:
             request = np.arange(addr.size)
         return _Lines(request, line, lo, hi, ctrl, local, hit, episode, order)
@@ -783,6 +787,36 @@ def _buffer_hits(
         return hit, None, None
     episode = np.empty(size, dtype=np.int64)
     episode[order] = np.cumsum(~hit_sorted) - 1
+    return hit, episode, order
+
+
+def _queue_merges(
+    line: np.ndarray, ctrl: np.ndarray, queue: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Without a buffer, the WPQ still merges a write into a queued write to the same
+    line (DRAM controllers and gem5's MemCtrl do): an access merges when at most
+    ``queue`` lines entered its controller's stream since the previous access to its
+    line (a line enters where the stream changes to it), as in a queue the stream keeps
+    full. With a buffer, its combining covers this for the streams the boards issue
+    (addresses in increasing order). Returns the merge mask, each access's episode and
+    an order in which episodes are contiguous."""
+    size = line.size
+    by_ctrl = np.argsort(_small(ctrl), kind="stable")  # issue order on each controller
+    ctrl_line, ctrl_of = line[by_ctrl], ctrl[by_ctrl]
+    new = np.ones(size, dtype=np.int64)
+    new[1:] = (ctrl_line[1:] != ctrl_line[:-1]) | (ctrl_of[1:] != ctrl_of[:-1])
+    entered = np.empty(size, dtype=np.int64)  # lines entered on the controller so far
+    entered[by_ctrl] = np.cumsum(new)
+    order = np.argsort(line, kind="stable")  # a line's accesses together, in issue order
+    sorted_line, sorted_entered = line[order], entered[order]
+    merged = np.zeros(size, dtype=bool)
+    merged[1:] = (sorted_line[1:] == sorted_line[:-1]) & (
+        sorted_entered[1:] - sorted_entered[:-1] <= queue
+    )
+    hit = np.empty(size, dtype=bool)
+    hit[order] = merged
+    episode = np.empty(size, dtype=np.int64)
+    episode[order] = np.cumsum(~merged) - 1
     return hit, episode, order
 
 
