@@ -2,7 +2,7 @@
 
     python benchmarks/bench_preflight.py
 
-Each configuration runs in its own process (peak RSS, ru_maxrss); the estimate must
+Each configuration runs in its own process (`workloads.peak`: its VmHWM); the estimate must
 bound it, and the ratio shows how tight it is. Rerun after changing the timing model,
 the functional model or the failure recording: the constants in preflight.py are
 measured here.
@@ -20,15 +20,6 @@ sys.path.insert(0, str(ROOT))
 from workloads.options import parse_run_options  # noqa: E402
 from workloads.preflight import estimate_memory, format_bytes  # noqa: E402
 
-PEAK = (  # VmHWM: this process's own peak (ru_maxrss would carry a fork's parent's)
-    "import sys\n"
-    "def _peak():\n"
-    "    status = open('/proc/self/status').read()\n"
-    "    return int(status.split('VmHWM:')[1].split()[0]) * 1024\n"
-    "from workloads.job import run_from_command_line\n"
-    "status = run_from_command_line(sys.argv[1:], 'bench')\n"
-    "print(_peak())\n"
-)
 SMALL = "--model rmc1 --batch-size 8"
 CONFIGS = [
     "--model rm3 --batches 3",
@@ -51,7 +42,10 @@ def main() -> int:
     for config in CONFIGS:
         args = [*config.split(), "--no-progress", "--outdir", "/tmp/bench_preflight"]
         run = subprocess.run(
-            [sys.executable, "-c", PEAK, *args], capture_output=True, text=True, cwd=ROOT
+            [sys.executable, "-m", "workloads.peak", *args],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
         )
         measured = int(run.stdout.split()[-1])
         estimate = estimate_memory(parse_run_options(config.split(), "bench", "")).total

@@ -19,16 +19,6 @@ from workloads.preflight import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-PEAK = (  # VmHWM: this process's own peak (ru_maxrss would carry a fork's parent's)
-    "import sys\n"
-    "def _peak():\n"
-    "    status = open('/proc/self/status').read()\n"
-    "    return int(status.split('VmHWM:')[1].split()[0]) * 1024\n"
-    "from workloads.job import run_from_command_line\n"
-    "status = run_from_command_line(sys.argv[1:], 'trainingcxl.py')\n"
-    "print(_peak())\n"
-    "sys.exit(status)\n"
-)
 SMALL = ["--model", "rmc1", "--batch-size", "8"]
 
 
@@ -45,7 +35,11 @@ SMALL = ["--model", "rmc1", "--batch-size", "8"]
 def test_memory_estimate_bounds_the_measured_peak(tmp_path, args):
     argv = [*args, "--no-progress", "--outdir", str(tmp_path / "out")]
     proc = subprocess.run(
-        [sys.executable, "-c", PEAK, *argv], capture_output=True, text=True, cwd=ROOT, timeout=300
+        [sys.executable, "-m", "workloads.peak", *argv],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     measured = int(proc.stdout.splitlines()[-1])
