@@ -798,13 +798,14 @@ def _queue_merges(
     ``queue`` lines entered its controller's stream since the previous access to its
     line (a line enters where the stream changes to it), as in a queue the stream keeps
     full. With a buffer, its combining covers this for the streams the boards issue
-    (addresses in increasing order). Returns the merge mask, each access's episode and
-    an order in which episodes are contiguous."""
+    (addresses in increasing order). A line belongs to one controller, so a change of
+    controller in the sorted stream is a change of line too. Returns the merge mask,
+    each access's episode and an order in which episodes are contiguous."""
     size = line.size
     by_ctrl = np.argsort(_small(ctrl), kind="stable")  # issue order on each controller
-    ctrl_line, ctrl_of = line[by_ctrl], ctrl[by_ctrl]
+    ctrl_line = line[by_ctrl]
     new = np.ones(size, dtype=np.int64)
-    new[1:] = (ctrl_line[1:] != ctrl_line[:-1]) | (ctrl_of[1:] != ctrl_of[:-1])
+    new[1:] = ctrl_line[1:] != ctrl_line[:-1]
     entered = np.empty(size, dtype=np.int64)  # lines entered on the controller so far
     entered[by_ctrl] = np.cumsum(new)
     order = np.argsort(line, kind="stable")  # a line's accesses together, in issue order
