@@ -16,6 +16,7 @@ keeping every finished run. See docs/sweeps.md.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -23,10 +24,15 @@ for path in (os.path.dirname(HERE), HERE):
     if path not in sys.path:
         sys.path.insert(0, path)
 
+from workloads.startup import quiet_interrupts  # noqa: E402
+
+quiet_interrupts("sweep.py")
+
 from sweeplib.cli import add_collect_options, collect_command, sbatch_script  # noqa: E402
 from sweeplib.driver import execute, status  # noqa: E402
 from sweeplib.spec import load_sweep  # noqa: E402
 
+from workloads.cli import raise_received, raising_on  # noqa: E402
 from workloads.options import QuietParser, UsageError  # noqa: E402
 
 INTERRUPTED = {
@@ -79,6 +85,11 @@ def sbatch(sweep) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    with raising_on(signal.SIGINT):  # Ctrl-C unwinds, so the runs in flight are cleaned
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     args = None
     try:
         args = parse_args(argv)
@@ -98,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise UsageError(f"--id {args.id}: the spec has runs 0..{len(runs) - 1}")
             runs = [runs[args.id]]
         summary = execute(sweep, runs, args.executor, args.workers)
+        raise_received()
     except UsageError as exc:
         print(f"sweep.py: {exc}", file=sys.stderr)
         return 2

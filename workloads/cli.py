@@ -8,6 +8,7 @@ and configs/ and scripts/ may import workloads/, never the reverse.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -29,6 +30,8 @@ __all__ = [
     "UsageError",
     "arm_parent_death",
     "die_with_parent",
+    "raise_received",
+    "raising_on",
     "run_main",
 ]
 
@@ -56,8 +59,53 @@ class Terminated(BaseException):
     """SIGTERM turned into an exception, so that cleanup (temp outputs) still runs."""
 
 
-def _terminate(signum, frame) -> None:
-    raise Terminated
+STOPS: dict[int, type[BaseException]] = {
+    signal.SIGINT: KeyboardInterrupt,
+    signal.SIGTERM: Terminated,
+}
+_received: list[type[BaseException]] = []
+
+
+def _raise_stop(signum, frame) -> None:
+    _received.append(STOPS[signum])
+    raise STOPS[signum]
+
+
+def raise_received() -> None:
+    """Raise again the stop signal received inside ``raising_on``, if any.
+
+    Python runs a signal handler wherever the main thread is, finalizers included, and
+    drops an exception raised in a finalizer (a ``__del__`` or a generator's
+    ``finally`` run by the garbage collector) with an "Exception ignored" message. So
+    the loops that take long (a run's batches, a sweep's runs) call this between steps,
+    and entry points call it once their work returns.
+    """
+    if _received:
+        raise _received[0]
+
+
+@contextlib.contextmanager
+def raising_on(*signums: int):
+    """Within the block each of ``signums`` (SIGINT, SIGTERM) raises its exception, so
+    that cleanup runs, and is remembered for ``raise_received`` until the block ends;
+    one that a finalizer drops prints nothing (the entry point prints the one line)."""
+    _received.clear()
+    previous = {signum: _install(signum, _raise_stop) for signum in signums}
+    previous_hook = sys.unraisablehook
+
+    def quiet_about_stops(unraisable) -> None:
+        remembered = _received and isinstance(unraisable.exc_value, tuple(STOPS.values()))
+        if not remembered:
+            previous_hook(unraisable)
+
+    sys.unraisablehook = quiet_about_stops
+    try:
+        yield
+    finally:
+        _received.clear()
+        sys.unraisablehook = previous_hook
+        for signum, handler in previous.items():
+            _install(signum, handler)
 
 
 def error_line(prog: str, message: object) -> str:
@@ -79,28 +127,26 @@ def run_main(prog: str, main: Callable[[], int]) -> int:
     Cleanup inside ``main`` (``finally`` blocks, e.g. removing a staging outdir) runs
     before the line is printed, so an interrupted run leaves no partial outputs.
     """
-    previous = _install(signal.SIGTERM, _terminate)
     # Ctrl-C raises KeyboardInterrupt, so cleanup runs (workloads.startup set it to exit
     # at once while importing); under gem5.opt, gem5's own handler stays
-    early = None if gem5.available() else _install(signal.SIGINT, signal.default_int_handler)
-    try:
-        return main()
-    except INPUT_ERRORS as exc:
-        return _fail(prog, exc, EXIT_USAGE)
-    except OSError as exc:
-        return _fail(prog, os_error_text(exc), EXIT_USAGE)
-    except OverflowError as exc:  # each parameter is bounded; their product may not be
-        return _fail(prog, f"{OVERFLOW}: {exc}", EXIT_USAGE)
-    except MemoryError:
-        return _fail(prog, "out of memory", 1)
-    except KeyboardInterrupt:
-        return _stop(prog, "interrupted", EXIT_INTERRUPTED)
-    except Terminated:
-        return _stop(prog, "terminated", EXIT_TERMINATED)
-    finally:
-        _install(signal.SIGTERM, previous)
-        if early is not None:
-            _install(signal.SIGINT, early)
+    signums = (signal.SIGTERM,) if gem5.available() else (signal.SIGTERM, signal.SIGINT)
+    with raising_on(*signums):
+        try:
+            status = main()
+            raise_received()
+            return status
+        except INPUT_ERRORS as exc:
+            return _fail(prog, exc, EXIT_USAGE)
+        except OSError as exc:
+            return _fail(prog, os_error_text(exc), EXIT_USAGE)
+        except OverflowError as exc:  # each parameter is bounded; their product may not be
+            return _fail(prog, f"{OVERFLOW}: {exc}", EXIT_USAGE)
+        except MemoryError:
+            return _fail(prog, "out of memory", 1)
+        except KeyboardInterrupt:
+            return _stop(prog, "interrupted", EXIT_INTERRUPTED)
+        except Terminated:
+            return _stop(prog, "terminated", EXIT_TERMINATED)
 
 
 def _fail(prog: str, message: object, status: int) -> int:

@@ -16,6 +16,7 @@ from typing import Any
 from components.gem5.ops import Unrealizable, check_realizable, plan_ops, sampled
 from components.gem5.record import RecordingScheduler, record_devices
 from components.sim.engine import Engine
+from workloads.cli import raise_received
 from workloads.configure import batch_size_of, connected_board, prepare, resolve_spec
 from workloads.inputs import InputGenerator
 from workloads.opgraph import build_demand
@@ -50,6 +51,7 @@ def record_builtin(options: RunOptions):
     def host():
         previous = None
         for n in range(options.batches):
+            raise_received()  # a Ctrl-C or SIGTERM that a finalizer dropped stops here
             batch = inputs.batch(n)
             demands[n] = build_demand(spec, batch, n, previous)
             ops = board.issue_batch(demands[n])

@@ -23,7 +23,7 @@ from components.sim.engine import Engine
 from components.sim.outputs import global_rows, write_outdir
 from components.sim.schedule import Scheduler, critical_path
 from components.sim.units import ticks_to_ms
-from workloads.cli import run_main
+from workloads.cli import raise_received, run_main
 from workloads.configure import (
     batch_size_of,
     connected_board,
@@ -109,6 +109,7 @@ def _simulate(options: RunOptions):
     def host():
         previous = None
         for n in range(options.batches):
+            raise_received()  # a Ctrl-C or SIGTERM that a finalizer dropped stops here
             batch = generator.batch(n)
             if trainer is not None:
                 trainer.step(batch)

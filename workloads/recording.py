@@ -31,6 +31,7 @@ from components.persistence.protocols import (
 )
 from components.sim.engine import Engine
 from components.sim.schedule import OpRecord, Scheduler
+from workloads.cli import raise_received
 from workloads.configure import connected_board, prepare, resolve_functional
 from workloads.dlrm import DLRM
 from workloads.inputs import InputGenerator
@@ -246,6 +247,7 @@ def simulate(
     def host():
         previous = generator.batch(start - 1) if start > 0 else None
         for n in range(start, options.batches):
+            raise_received()  # a Ctrl-C or SIGTERM that a finalizer dropped stops here
             batch = generator.batch(n)
             trainer.step(batch)
             ops = board.issue_batch(build_demand(spec, batch, n, previous))

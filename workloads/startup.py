@@ -12,12 +12,16 @@ import sys
 
 from components import gem5
 
+_named: list[str] = []
+
 
 def quiet_interrupts(prog: str) -> None:
     """Until run_main starts: Ctrl-C prints ``prog: interrupted`` and exits 130.
-    Under gem5.opt its own SIGINT handling stays in charge."""
-    if gem5.available():
+    Under gem5.opt its own SIGINT handling stays in charge. The first call names the
+    program: an entry point may import another (sensitivity.py, reproduce_paper.py)."""
+    if gem5.available() or _named:
         return
+    _named.append(prog)
 
     def interrupted(signum, frame) -> None:
         print(f"{prog}: interrupted", file=sys.stderr)

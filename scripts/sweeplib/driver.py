@@ -12,6 +12,7 @@ from sweeplib import executors, store
 from sweeplib.runid import canonical
 from sweeplib.runner import DONE, FAILED, SKIPPED, Outcome, run_one
 from sweeplib.spec import Run, Sweep
+from workloads.cli import raise_received
 
 
 @dataclass
@@ -56,6 +57,7 @@ def execute(sweep: Sweep, runs: list[Run], executor: str, workers: int) -> Summa
     )
 
     def report(outcome: Outcome) -> None:
+        raise_received()  # a Ctrl-C that a finalizer dropped stops the sweep here
         summary.counts[outcome.status] += 1
         if outcome.status == FAILED:
             run = by_id[outcome.id]

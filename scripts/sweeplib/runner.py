@@ -11,6 +11,7 @@ from pathlib import Path
 
 from sweeplib import store
 from sweeplib.runid import canonical, run_id
+from workloads.cli import raise_received
 from workloads.options import RunOptions
 
 DONE, SKIPPED, FAILED = "done", "skipped", "failed"
@@ -51,6 +52,7 @@ def run_one(options: RunOptions) -> Outcome:
     tmp.mkdir()
     try:
         run_job(replace(options, outdir=str(tmp), progress=False))
+        raise_received()  # a Ctrl-C that a finalizer dropped: this run is not done
         placed = store.finalize(outroot, identity, tmp, canonical(options))
     except Exception as exc:  # a sweep records any run's failure and goes on
         shutil.rmtree(tmp, ignore_errors=True)
