@@ -781,13 +781,7 @@ def _buffer_hits(
     sorted_slot, sorted_line = slot[order], line[order]
     hit_sorted = np.zeros(size, dtype=bool)
     hit_sorted[1:] = (sorted_slot[1:] == sorted_slot[:-1]) & (sorted_line[1:] == sorted_line[:-1])
-    hit = np.empty(size, dtype=bool)
-    hit[order] = hit_sorted
-    if not episodes:
-        return hit, None, None
-    episode = np.empty(size, dtype=np.int64)
-    episode[order] = np.cumsum(~hit_sorted) - 1
-    return hit, episode, order
+    return _in_access_order(hit_sorted, order, episodes)
 
 
 def _queue_merges(
@@ -814,10 +808,21 @@ def _queue_merges(
     merged[1:] = (sorted_line[1:] == sorted_line[:-1]) & (
         sorted_entered[1:] - sorted_entered[:-1] <= queue
     )
-    hit = np.empty(size, dtype=bool)
-    hit[order] = merged
-    episode = np.empty(size, dtype=np.int64)
-    episode[order] = np.cumsum(~merged) - 1
+    return _in_access_order(merged, order, True)
+
+
+def _in_access_order(
+    hit_sorted: np.ndarray, order: np.ndarray, episodes: bool
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """The hit mask of accesses sorted by ``order``, back in access order; with
+    ``episodes``, also each access's episode (a miss and the hits after it along
+    ``order``, numbered from 0) and the order."""
+    hit = np.empty(hit_sorted.size, dtype=bool)
+    hit[order] = hit_sorted
+    if not episodes:
+        return hit, None, None
+    episode = np.empty(hit_sorted.size, dtype=np.int64)
+    episode[order] = np.cumsum(~hit_sorted) - 1
     return hit, episode, order
 
 
