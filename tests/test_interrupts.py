@@ -8,7 +8,6 @@ then finished and exited 0). Both are made to happen here on purpose, not by tim
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import signal
 import subprocess
@@ -22,6 +21,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from sweeplib import runner, store  # noqa: E402
 from sweeplib.spec import load_sweep  # noqa: E402
+from test_sweep_bad_input import spec_file  # noqa: E402
 
 from workloads import cli, job  # noqa: E402
 
@@ -131,10 +131,7 @@ def import_sweep():
 
 
 def one_run_spec(tmp_path: Path, batches: int) -> Path:
-    spec = tmp_path / "spec.yaml"
-    fixed = {"model": "rmc1", "batch_size": 8, "batches": batches}
-    spec.write_text(f"outroot: {tmp_path / 'out'}\nfixed: {json.dumps(fixed)}\naxes: {{}}\n")
-    return spec
+    return spec_file(tmp_path, {}, {"model": "rmc1", "batch_size": 8, "batches": batches})
 
 
 def test_a_dropped_interrupt_in_a_sweep_run_keeps_nothing(tmp_path, capsys, drop_at_batch):
