@@ -1,8 +1,8 @@
-"""The memory estimate of workloads/preflight.py next to the measured peak of each run.
+"""The memory estimate of simulate/preflight.py next to the measured peak of each run.
 
     python benchmarks/bench_preflight.py
 
-Each configuration runs in its own process (`workloads.peak`: its VmHWM); the estimate must
+Each configuration runs in its own process (`simulate.peak`: its VmHWM); the estimate must
 bound it, and the ratio shows how tight it is. Rerun after changing the timing model,
 the functional model or the failure recording: the constants in preflight.py are
 measured here.
@@ -17,8 +17,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from workloads.options import parse_run_options  # noqa: E402
-from workloads.preflight import estimate_memory, format_bytes  # noqa: E402
+from simulate.options import parse_run_options  # noqa: E402
+from simulate.preflight import estimate_memory, format_bytes  # noqa: E402
 
 SMALL = "--model rmc1 --batch-size 8"
 CONFIGS = [
@@ -42,7 +42,7 @@ def main() -> int:
     for config in CONFIGS:
         args = [*config.split(), "--no-progress", "--outdir", "/tmp/bench_preflight"]
         run = subprocess.run(
-            [sys.executable, "-m", "workloads.peak", *args],
+            [sys.executable, "-m", "simulate.peak", *args],
             capture_output=True,
             text=True,
             cwd=ROOT,

@@ -20,10 +20,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
+sys.path.insert(0, str(ROOT))
 
-from sweeplib.driver import execute  # noqa: E402
-from sweeplib.spec import load_sweep  # noqa: E402
+from simulate.sweeps.driver import execute  # noqa: E402
+from simulate.sweeps.spec import load_sweep  # noqa: E402
 
 SPEC = """outroot: {outroot}
 fixed: {{model: rm3, batches: {batches}}}

@@ -30,7 +30,7 @@ try:
 except ImportError:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from workloads.startup import quiet_interrupts  # noqa: E402
+from simulate.startup import quiet_interrupts  # noqa: E402
 
 quiet_interrupts("microbench.py")
 
@@ -46,9 +46,9 @@ from components.sim.schedule import Scheduler  # noqa: E402
 from components.sim.simobject import SimObject  # noqa: E402
 from components.sim.stats import format_rows  # noqa: E402
 from components.sim.units import TICKS_PER_NS, TICKS_PER_SECOND, UnitError, parse_size  # noqa: E402
-from workloads.cli import QuietParser, UsageError, run_main  # noqa: E402
-from workloads.options import MAX_SEED  # noqa: E402
-from workloads.preflight import (  # noqa: E402
+from simulate.cli import QuietParser, UsageError, run_main  # noqa: E402
+from simulate.options import MAX_SEED  # noqa: E402
+from simulate.preflight import (  # noqa: E402
     INTERPRETER_BYTES,
     available_memory,
     check_outdir,

@@ -17,10 +17,11 @@ CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _find_packages() -> None:
-    """Make components/ and workloads/ importable from this file's own checkout (unless
+    """Make components/, workloads/ and simulate/ importable from this file's own checkout (unless
     gem5 embeds them), and, inside gem5, the venv packages they import."""
     try:
         import components  # noqa: F401
+        import simulate  # noqa: F401
         import workloads  # noqa: F401
     except ImportError:
         sys.path.insert(0, CHECKOUT)
@@ -33,17 +34,17 @@ def _find_packages() -> None:
 
 _find_packages()
 
-from workloads.startup import quiet_interrupts  # noqa: E402
+from simulate.startup import quiet_interrupts  # noqa: E402
 
 quiet_interrupts("trainingcxl.py")
 
-from workloads.job import run_from_command_line  # noqa: E402
+from simulate.job import run_from_command_line  # noqa: E402
 
 if __name__ in ("__main__", "__m5_main__"):
     from components.gem5 import available
 
     if available():  # refuse what gem5 cannot model before simulating anything
-        from workloads.gem5_run import refusal
+        from simulate.gem5_run import refusal
 
         reason = refusal(sys.argv[1:])
         if reason:

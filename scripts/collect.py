@@ -14,18 +14,16 @@ from __future__ import annotations
 import os
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-for path in (os.path.dirname(HERE), HERE):
-    if path not in sys.path:
-        sys.path.insert(0, path)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
 
-from workloads.startup import quiet_interrupts  # noqa: E402
+from simulate.startup import quiet_interrupts  # noqa: E402
 
 quiet_interrupts("collect.py")
 
-from sweeplib.cli import add_collect_options, collect_command  # noqa: E402
-
-from workloads.cli import QuietParser, run_main  # noqa: E402
+from simulate.cli import QuietParser, run_main  # noqa: E402
+from simulate.sweeps.cli import add_collect_options, collect_command  # noqa: E402
 
 PROG = "collect.py"
 

@@ -28,12 +28,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from workloads.startup import quiet_interrupts  # noqa: E402
+from simulate.startup import quiet_interrupts  # noqa: E402
 
 quiet_interrupts("compare_backends.py")
 
-from workloads.cli import QuietParser, UsageError, die_with_parent, run_main  # noqa: E402
-from workloads.options import add_run_options, options_from_args  # noqa: E402
+from simulate.cli import QuietParser, UsageError, die_with_parent, run_main  # noqa: E402
+from simulate.options import add_run_options, options_from_args  # noqa: E402
 
 PROG = "compare_backends.py"
 GEM5_SIDE = "--gem5-side"  # internal: argv[1] under gem5.opt, then a JSON path, a sample
@@ -65,7 +65,7 @@ def gem5_side(out: str, sample: str, argv: list[str]) -> None:
     from components.gem5.bootstrap import ensure_dependencies
 
     ensure_dependencies(ROOT)
-    from workloads.gem5_run import run_under_gem5
+    from simulate.gem5_run import run_under_gem5
 
     options = parse_run_options(argv, PROG, __doc__)
     results = run_under_gem5(options, int(sample))
@@ -74,7 +74,7 @@ def gem5_side(out: str, sample: str, argv: list[str]) -> None:
 
 def builtin_only(argv: list[str]) -> dict:
     """The built-in side alone (no gem5 here), in the gem5 side's layout."""
-    from workloads.gem5_run import record_builtin
+    from simulate.gem5_run import record_builtin
 
     _, traces, _ = record_builtin(parse_run_options(argv, PROG, __doc__))
     ops = [
@@ -145,10 +145,10 @@ def _own_options(argv: list[str]) -> tuple[list[str], bool, int]:
 def main(argv: list[str]) -> int:
     def body() -> int:
         from components.gem5 import binary
-        from workloads.configure import prepare
-        from workloads.gem5_run import refusal
-        from workloads.job import validate
-        from workloads.preflight import check_memory
+        from simulate.configure import prepare
+        from simulate.gem5_run import refusal
+        from simulate.job import validate
+        from simulate.preflight import check_memory
 
         run_argv, no_buffer, sample = _own_options(argv)
         options = parse_run_options(run_argv, PROG, __doc__)

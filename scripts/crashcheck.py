@@ -21,17 +21,17 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from workloads.startup import quiet_interrupts  # noqa: E402
+from simulate.startup import quiet_interrupts  # noqa: E402
 
 quiet_interrupts("crashcheck.py")
 
 from components.persistence.explorer import ExploreSettings  # noqa: E402
 from components.persistence.image import OPTIMIZERS  # noqa: E402
-from workloads.cli import QuietParser, UsageError, run_main  # noqa: E402
-from workloads.crashcheck import CheckSettings, crashcheck  # noqa: E402
-from workloads.job import validate  # noqa: E402
-from workloads.options import add_run_options, options_from_args  # noqa: E402
-from workloads.preflight import check_crashcheck  # noqa: E402
+from simulate.cli import QuietParser, UsageError, run_main  # noqa: E402
+from simulate.crashcheck import CheckSettings, crashcheck  # noqa: E402
+from simulate.job import validate  # noqa: E402
+from simulate.options import add_run_options, options_from_args  # noqa: E402
+from simulate.preflight import check_crashcheck  # noqa: E402
 
 PROG = "crashcheck.py"
 UNUSED = ("--outdir", "--functional", "--fail-at", "--fail-random", "--pmem-image")

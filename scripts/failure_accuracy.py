@@ -22,21 +22,21 @@ import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from workloads.startup import quiet_interrupts  # noqa: E402
+from simulate.startup import quiet_interrupts  # noqa: E402
 
 quiet_interrupts("failure_accuracy.py")
 
 from tqdm import tqdm  # noqa: E402
 
-from workloads.cli import QuietParser, UsageError, run_main  # noqa: E402
-from workloads.configure import resolve_functional  # noqa: E402
-from workloads.failures import inject  # noqa: E402
+from simulate.cli import QuietParser, UsageError, run_main  # noqa: E402
+from simulate.configure import resolve_functional  # noqa: E402
+from simulate.failures import inject  # noqa: E402
+from simulate.job import validate  # noqa: E402
+from simulate.options import RunOptions, check_seed  # noqa: E402
+from simulate.preflight import check_memory  # noqa: E402
+from simulate.recording import run_stretch  # noqa: E402
 from workloads.inputs import InputGenerator  # noqa: E402
-from workloads.job import validate  # noqa: E402
 from workloads.metrics import evaluate  # noqa: E402
-from workloads.options import RunOptions, check_seed  # noqa: E402
-from workloads.preflight import check_memory  # noqa: E402
-from workloads.recording import simulate  # noqa: E402
 from workloads.training import EVAL_BATCH_OFFSET, default_lr  # noqa: E402
 
 PROG = "failure_accuracy.py"
@@ -88,7 +88,7 @@ def report(args) -> int:
     validate(worst, writes_outdir=False)
     check_memory(worst)
     lr = default_lr(resolve_functional(worst)[0])  # the preset's (RMC2 diverges at 0.01)
-    clean = simulate(RunOptions(system="cxl", progress=False, **base), lr=lr)
+    clean = run_stretch(RunOptions(system="cxl", progress=False, **base), lr=lr)
     ref = scores(RunOptions(**base), clean.model)
     print(f"failure-free: log loss {ref['log_loss']:.6f}, AUC {ref['auc']:.6f}")
     print("| gap (batches) | MLP age at recovery | log loss | AUC | loss change % |")

@@ -19,21 +19,19 @@ import os
 import signal
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-for path in (os.path.dirname(HERE), HERE):
-    if path not in sys.path:
-        sys.path.insert(0, path)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
 
-from workloads.startup import quiet_interrupts  # noqa: E402
+from simulate.startup import quiet_interrupts  # noqa: E402
 
 quiet_interrupts("sweep.py")
 
-from sweeplib.cli import add_collect_options, collect_command, sbatch_script  # noqa: E402
-from sweeplib.driver import execute, status  # noqa: E402
-from sweeplib.spec import load_sweep  # noqa: E402
-
-from workloads.cli import raise_received, raising_on  # noqa: E402
-from workloads.options import QuietParser, UsageError  # noqa: E402
+from simulate.cli import raise_received, raising_on  # noqa: E402
+from simulate.options import QuietParser, UsageError  # noqa: E402
+from simulate.sweeps.cli import add_collect_options, collect_command, sbatch_script  # noqa: E402
+from simulate.sweeps.driver import execute, status  # noqa: E402
+from simulate.sweeps.spec import load_sweep  # noqa: E402
 
 INTERRUPTED = {
     "local": "sweep.py: interrupted; finished runs are kept, runs in flight are dropped "

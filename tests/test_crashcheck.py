@@ -10,8 +10,8 @@ import pytest
 from protocol_mutants import MUTANTS
 
 from components.persistence.explorer import ExploreSettings
-from workloads.crashcheck import CheckSettings, crashcheck
-from workloads.options import SYSTEMS, RunOptions
+from simulate.crashcheck import CheckSettings, crashcheck
+from simulate.options import SYSTEMS, RunOptions
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 ROOT = Path(__file__).resolve().parents[1]

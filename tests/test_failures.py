@@ -7,11 +7,11 @@ import pytest
 from components.persistence.image import PmemImage
 from components.persistence.protocols import PROTOCOLS
 from components.persistence.writes import all_words
-from workloads import failures, recording
-from workloads.failures import failure_ticks, run_with_failures, time_recovery
-from workloads.options import RunOptions, UsageError
-from workloads.oracle import expected_for, reference_from, same_bits, verdict
-from workloads.recording import build_journal, initial_image, simulate
+from simulate import failures, recording
+from simulate.failures import failure_ticks, run_with_failures, time_recovery
+from simulate.options import RunOptions, UsageError
+from simulate.oracle import expected_for, reference_from, same_bits, verdict
+from simulate.recording import build_journal, initial_image, run_stretch
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -25,7 +25,7 @@ def tiny(system: str, batches: int = 4, **extra) -> RunOptions:
 
 def cut_during_update(options):
     """(stretch, protocol, image cut in the middle of batch 1's in-place update)."""
-    stretch = simulate(options)
+    stretch = run_stretch(options)
     image = initial_image(options, state=stretch.initial_state())
     protocol = PROTOCOLS[options.system](image.layout)
     journal = build_journal(protocol, stretch)
@@ -64,7 +64,7 @@ def test_a_failure_at_any_point_of_a_recovery_is_survived(system):
 
 @pytest.mark.parametrize("system", ["cxl-b", "cxl-d", "ssd"])
 def test_strict_systems_resume_to_the_failure_free_model_bit_for_bit(system):
-    horizon = simulate(tiny(system)).end_tick
+    horizon = run_stretch(tiny(system)).end_tick
     at = [str(horizon * 3 // 10), str(horizon * 3 // 10 + 1000), str(horizon * 7 // 10)]
     results = run_with_failures(tiny(system, fail_at=at))
     assert len(results) == 2  # the second instant falls inside the first recovery
@@ -77,7 +77,7 @@ def test_strict_systems_resume_to_the_failure_free_model_bit_for_bit(system):
 
 @pytest.mark.parametrize("system", ["cxl-b", "pmem"])
 def test_adagrad_runs_recover_exactly(system):
-    horizon = simulate(tiny(system)).end_tick
+    horizon = run_stretch(tiny(system)).end_tick
     options = tiny(system, fail_at=[str(horizon * 3 // 10), str(horizon * 7 // 10)])
     results = run_with_failures(options, optimizer="adagrad")
     assert [e["verdict"] for e in results] == ["exact", "exact"]
@@ -92,7 +92,7 @@ def test_relaxed_cxl_recovers_the_specific_copy_its_protocol_designates():
 
 
 def test_dram_restarts_from_the_initial_weights():
-    horizon = simulate(tiny("dram")).end_tick
+    horizon = run_stretch(tiny("dram")).end_tick
     (entry,) = run_with_failures(tiny("dram", fail_at=[str(horizon // 2)]))
     assert entry["resume_batch"] == 0 and entry["batches_redone"] == entry["batch"]
     assert entry["verdict"] == "exact" and entry["final_model_exact"]
@@ -107,7 +107,7 @@ def test_recovery_time_comes_from_the_device_model():
         _, protocol, crash = cut_during_update(options)
         rec = protocol.plan(crash)
         run = time_recovery(options, rec, protocol)
-        device = simulate(tiny(system, batches=1)).board.table_memory()
+        device = run_stretch(tiny(system, batches=1)).board.table_memory()
         floor = rec.bytes_written / device.write_bandwidth + rec.bytes_read / device.read_bandwidth
         assert run.ticks / 1e12 >= floor + device.idle_read_latency / 1e12
         assert run.energy > 0 and len(run.journal) > 0
@@ -118,13 +118,13 @@ def test_recovery_time_comes_from_the_device_model():
 
 def test_a_failure_run_simulates_the_failure_free_run_once(monkeypatch):
     calls = []
-    real = recording.simulate
+    real = recording.run_stretch
 
     def counting(options, start=0, *args, **kwargs):
         calls.append(start)
         return real(options, start, *args, **kwargs)
 
-    monkeypatch.setattr(failures, "simulate", counting)
+    monkeypatch.setattr(failures, "run_stretch", counting)
     options = tiny("cxl-b", fail_at=["0.2ms"])
     (entry,) = run_with_failures(options, failures.record_run(options))
     assert calls == [0, entry["resume_batch"]]  # the recorded run, then the resumed one
@@ -142,10 +142,10 @@ def test_failure_ticks_parse_times_and_draw_seeded_random_ones():
 
 def test_pmem_image_file_outlives_the_run(tmp_path):
     path = str(tmp_path / "pmem.img")
-    horizon = simulate(tiny("cxl-b", batches=3)).end_tick
+    horizon = run_stretch(tiny("cxl-b", batches=3)).end_tick
     run_with_failures(tiny("cxl-b", batches=3, fail_at=[str(horizon // 2)], pmem_image=path))
     image = PmemImage.open(path)
-    final = simulate(tiny("cxl-b", batches=3)).model
+    final = run_stretch(tiny("cxl-b", batches=3)).model
     assert np.array_equal(image.table(), final.table)
     assert image.flag("emb0") == 2 or image.flag("emb1") == 2
     assert image.identity["system"] == "cxl-b" and image.identity["batch_size"] == 8

@@ -4,10 +4,10 @@ import copy
 
 import numpy as np
 
+from simulate.job import run_job
+from simulate.options import RunOptions
 from workloads.inputs import InputGenerator
-from workloads.job import run_job
 from workloads.models import get_model
-from workloads.options import RunOptions
 from workloads.training import FunctionalTrainer
 
 

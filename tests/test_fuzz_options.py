@@ -13,11 +13,11 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from workloads.cli import INPUT_ERRORS, error_line
-from workloads.configure import prepare
-from workloads.job import run_from_command_line, validate
-from workloads.options import SYSTEMS, RunOptions, parse_run_options
-from workloads.preflight import estimate_memory
+from simulate.cli import INPUT_ERRORS, error_line
+from simulate.configure import prepare
+from simulate.job import run_from_command_line, validate
+from simulate.options import SYSTEMS, RunOptions, parse_run_options
+from simulate.preflight import estimate_memory
 
 UNITS = ["", "s", "ms", "us", "ns", "ps", "B", "KiB", "GB", "GiB", "B/s", "GB/s", "MiB/s"]
 UNITS += ["Gbps", "W", "pJ", "J", "GHz", "MHz", "Hz", "TFLOPS", "GFLOPS", "XiB", "parsecs"]

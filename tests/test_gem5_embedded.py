@@ -15,7 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 MODULES = sorted(
     path.relative_to(ROOT)
-    for top in ("components", "workloads")
+    for top in ("components", "workloads", "simulate")
     for path in (ROOT / top).rglob("*.py")
 )
 

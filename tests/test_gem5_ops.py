@@ -21,9 +21,9 @@ from components.gem5.ops import (
 from components.interconnect.link import SerialLink
 from components.memory.base import concurrent
 from components.memory.base import stage as one_stage
-from workloads.configure import prepare
-from workloads.gem5_run import record_builtin, refusal
-from workloads.options import parse_run_options
+from simulate.configure import prepare
+from simulate.gem5_run import record_builtin, refusal
+from simulate.options import parse_run_options
 
 SMALL = ["--model", "rmc1", "--rows", "2000", "--batch-size", "8", "--batches", "2"]
 SYSTEMS = ["cxl", "cxl-b", "cxl-d", "pcie", "pmem", "dram"]

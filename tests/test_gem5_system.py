@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from components.gem5 import binary
+from simulate.options import SYSTEMS
 from workloads.models import PRESETS
-from workloads.options import SYSTEMS
 
 GEM5 = binary()
 ROOT = Path(__file__).resolve().parents[1]

@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "scripts"))  # the entry points, imported as modules
 
-from sweeplib import runner, store  # noqa: E402
-from sweeplib.spec import load_sweep  # noqa: E402
 from test_sweep_bad_input import spec_file  # noqa: E402
 
-from workloads import cli, job  # noqa: E402
+from simulate import cli, job  # noqa: E402
+from simulate.sweeps import runner, store  # noqa: E402
+from simulate.sweeps.spec import load_sweep  # noqa: E402
 
 ENTRY_POINTS = [
     *sorted((ROOT / "configs").glob("*.py")),
@@ -162,7 +162,7 @@ def test_a_run_interrupted_after_simulating_is_not_finalized(tmp_path, monkeypat
 @pytest.mark.parametrize("script", ENTRY_POINTS, ids=lambda p: p.name)
 def test_ctrl_c_while_importing_is_one_line(tmp_path, script):
     """A numpy whose import delivers SIGINT: every entry point imports numpy, after
-    workloads.startup has made Ctrl-C quiet."""
+    simulate.startup has made Ctrl-C quiet."""
     shadow = tmp_path / "shadow" / "numpy"
     shadow.mkdir(parents=True)
     (shadow / "__init__.py").write_text(

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from simrun import media_bytes, timed
 
 from components.memory import Dram, Pmem
-from components.memory.base import _queue_merges
+from components.memory.streams import queue_merges
 from components.sim.params import ConfigError
 from components.sim.units import TICKS_PER_SECOND
 
@@ -118,12 +118,12 @@ def _rmw_reads(dev: Pmem) -> int:
 
 def test_mutant_without_wpq_merging_fails_the_log_check(monkeypatch):
     """Each piece of an entry written on its own (the model before the WPQ merged)."""
-    import components.memory.base as base
+    import components.memory.streams as streams
 
     def unmerged(line, ctrl, queue):
-        return base._buffer_hits(line, ctrl, line, 0, True)
+        return streams.buffer_hits(line, ctrl, line, 0, True)
 
-    monkeypatch.setattr(base, "_queue_merges", unmerged)
+    monkeypatch.setattr(streams, "queue_merges", unmerged)
     with pytest.raises(AssertionError):
         test_without_a_buffer_log_entries_merge_in_the_wpq()
 
@@ -151,7 +151,7 @@ def _merges_line_by_line(line: np.ndarray, ctrl: np.ndarray, queue: int) -> np.n
 def test_wpq_merges_match_a_line_by_line_replay(lines, controllers, queue):
     line = np.array(lines, dtype=np.int64)
     ctrl = line % controllers
-    hit, episode, order = _queue_merges(line, ctrl, queue)
+    hit, episode, order = queue_merges(line, ctrl, queue)
     assert np.array_equal(hit, _merges_line_by_line(line, ctrl, queue))
     ordered = episode[order]  # episodes contiguous along the order, numbered from 0
     assert ordered[0] == 0 and np.all(np.diff(ordered) >= 0)
@@ -164,7 +164,7 @@ def test_mutant_counting_lines_across_controllers_fails_the_replay():
     ctrl = line % 2
     expected = _merges_line_by_line(line, ctrl, 1)
     assert expected.tolist() == [False, False, False, True]
-    assert not np.array_equal(_queue_merges(line, np.zeros_like(ctrl), 1)[0], expected)
+    assert not np.array_equal(queue_merges(line, np.zeros_like(ctrl), 1)[0], expected)
 
 
 @settings(max_examples=25, deadline=None)

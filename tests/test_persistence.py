@@ -18,9 +18,9 @@ from components.persistence.image import (
 from components.persistence.journal import JournalBuilder, Requests
 from components.persistence.protocols import PROTOCOLS, UndoProtocol, pad_params
 from components.persistence.writes import Writes
-from workloads.options import SYSTEMS, RunOptions
-from workloads.oracle import expected
-from workloads.recording import build_journal, persist_domain, simulate
+from simulate.options import SYSTEMS, RunOptions
+from simulate.oracle import expected
+from simulate.recording import build_journal, persist_domain, run_stretch
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 LAYOUT = ImageLayout(total_rows=16, dim=4, mlp_count=10, max_rows=8)
@@ -162,7 +162,7 @@ def test_every_real_protocol_write_is_carried_by_a_device_request(system):
     timing wrote in the same op, and every declared fence is one the timing honours."""
     options = RunOptions(system=system, model="rmc1", rows=64, batch_size=8, batches=2)
     options.progress = False
-    stretch = simulate(options)
+    stretch = run_stretch(options)
     journal = build_journal(PROTOCOLS[system](stretch.layout), stretch)
     assert journal.unmatched_bytes == 0
     assert journal.unhonoured_fences == [] and journal.overlaps == 0
@@ -179,7 +179,7 @@ def test_host_stores_reorder_within_their_fence_only_under_adr(domain):
     options = RunOptions(system="pmem", model="rmc1", rows=64, batch_size=8, batches=1)
     options.progress = False
     options.sets = [("board.storage.domain", domain)]
-    stretch = simulate(options)
+    stretch = run_stretch(options)
     journal = build_journal(PROTOCOLS["pmem"](stretch.layout), stretch)
     update = next(r for r in stretch.records if r.name == "update")
     mine = journal.op == update.uid

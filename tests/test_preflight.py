@@ -1,4 +1,4 @@
-"""workloads/preflight.py: the memory estimate bounds what a run really uses (and not
+"""simulate/preflight.py: the memory estimate bounds what a run really uses (and not
 by a useless margin); the crash-state estimate bounds the states a check visits."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from workloads.crashcheck import crashcheck
-from workloads.options import RunOptions
-from workloads.preflight import (
+from simulate.crashcheck import crashcheck
+from simulate.options import RunOptions
+from simulate.preflight import (
     MEMORY_LIMIT_ENV,
     available_memory,
     crashcheck_cost,
@@ -35,7 +35,7 @@ SMALL = ["--model", "rmc1", "--batch-size", "8"]
 def test_memory_estimate_bounds_the_measured_peak(tmp_path, args):
     argv = [*args, "--no-progress", "--outdir", str(tmp_path / "out")]
     proc = subprocess.run(
-        [sys.executable, "-m", "workloads.peak", *argv],
+        [sys.executable, "-m", "simulate.peak", *argv],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -49,7 +49,7 @@ def test_memory_estimate_bounds_the_measured_peak(tmp_path, args):
 
 
 def _options(args: list[str]) -> RunOptions:
-    from workloads.options import parse_run_options
+    from simulate.options import parse_run_options
 
     return parse_run_options(args, "t", "t")
 

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "scripts"))  # the entry points, imported as modules
 
-from sweeplib import collect, store  # noqa: E402
-from sweeplib import spec as spec_module  # noqa: E402
-from sweeplib.spec import MAX_RUNS, load_sweep  # noqa: E402
+from simulate.sweeps import collect, store  # noqa: E402
+from simulate.sweeps import spec as spec_module  # noqa: E402
+from simulate.sweeps.spec import MAX_RUNS, load_sweep  # noqa: E402
 
 SWEEP = [sys.executable, str(ROOT / "scripts" / "sweep.py")]
 COLLECT = [sys.executable, str(ROOT / "scripts" / "collect.py")]

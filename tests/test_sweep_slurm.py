@@ -26,13 +26,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "scripts"))  # slurm_cluster, the throwaway cluster
 
 import slurm_cluster  # noqa: E402
-from sweeplib import store  # noqa: E402
-from sweeplib.spec import load_sweep  # noqa: E402
 
-from workloads.job import run_job  # noqa: E402
+from simulate.job import run_job  # noqa: E402
+from simulate.sweeps import store  # noqa: E402
+from simulate.sweeps.spec import load_sweep  # noqa: E402
 
 pytestmark = pytest.mark.slow
 SWEEP = [sys.executable, str(ROOT / "scripts" / "sweep.py")]

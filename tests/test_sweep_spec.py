@@ -7,13 +7,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
 
-from sweeplib.runid import run_id  # noqa: E402
-from sweeplib.slurm import sbatch_directives  # noqa: E402
-from sweeplib.spec import SpecError, load_sweep  # noqa: E402
-
-from workloads.options import RunOptions  # noqa: E402
+from simulate.options import RunOptions  # noqa: E402
+from simulate.sweeps.runid import run_id  # noqa: E402
+from simulate.sweeps.slurm import sbatch_directives  # noqa: E402
+from simulate.sweeps.spec import SpecError, load_sweep  # noqa: E402
 
 
 def write(tmp_path: Path, text: str, name: str = "spec.yaml") -> Path:

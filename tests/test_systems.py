@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from workloads.job import run_job
-from workloads.options import SYSTEMS, RunOptions
+from simulate.job import run_job
+from simulate.options import SYSTEMS, RunOptions
 
 MODELS = ("rm1", "rm2", "rm3", "rm4")
 ORDER = ("ssd", "pmem", "pcie", "cxl-d", "cxl-b", "cxl")

@@ -10,7 +10,7 @@ import io
 import numpy as np
 import pytest
 
-from workloads import job
+from simulate import job
 from workloads.dlrm import DLRM
 from workloads.inputs import InputGenerator
 from workloads.models import PRESETS, ModelSpec, get_model

@@ -34,14 +34,23 @@ from typing import Any
 
 import numpy as np
 
+from components.memory.streams import (
+    Geometry,
+    Lines,
+    accepted_fraction,
+    distinct_lines,
+    held_by,
+    last_write_keys,
+    rank_in_group,
+    running_max_per_group,
+    split_lines,
+    write_episodes,
+)
 from components.sim.flows import Flow
 from components.sim.params import ConfigError, Enum, MemorySize
 from components.sim.schedule import Stage
 from components.sim.simobject import SimObject
 from components.sim.units import TICKS_PER_SECOND
-
-SUB_BLOCKS = 32  # coverage of a line is tracked in 1/32 sub-blocks (8 B of a 256 B XPLine)
-FULL = np.uint64((1 << SUB_BLOCKS) - 1)
 
 
 @dataclass(frozen=True)
@@ -90,21 +99,6 @@ class MemoryController(SimObject):
             "Ratio",
             lambda: self.mediaBytesRead.value / self.bytesRead.value if self.bytesRead.value else 0,
         )
-
-
-@dataclass(frozen=True)
-class _Lines:
-    """A request stream split into line accesses (one row per line touched)."""
-
-    request: np.ndarray  # index of the request each line access belongs to
-    line: np.ndarray  # line number (address // access_unit)
-    lo: np.ndarray | None  # first byte of the line the request touches (offset in line)
-    hi: np.ndarray | None  # one past its last byte (both None: whole-request reads)
-    ctrl: np.ndarray  # controller serving the line
-    local: np.ndarray  # the line's number among its controller's lines
-    hit: np.ndarray  # the line was in its buffer entry (read hit / combined write)
-    episode: np.ndarray | None  # buffer episode: a miss and the hits that follow it
-    order: np.ndarray | None  # accesses along the buffer entries' streams (writes only)
 
 
 @dataclass(eq=False)
@@ -384,14 +378,14 @@ class MemoryDevice(SimObject):
         episode; a request is accepted when its last line's write may enter the WPQ."""
         n = self.controllers
         lines = self._split(addr, size, writes=True)
-        episodes = _episodes(lines, self.access_unit)
+        episodes = write_episodes(lines, self.access_unit)
         writes_c = np.bincount(episodes.ctrl, minlength=n).astype(float)
         firsts = np.flatnonzero(np.r_[True, lines.request[1:] != lines.request[:-1]])
 
         def accept(head_c: np.ndarray, free_c: np.ndarray) -> np.ndarray:
             rank, head = episodes.rank[lines.episode], head_c[lines.ctrl]
-            line_fraction = _accepted_fraction(rank, head, free_c[lines.ctrl])
-            return _running_max_per_group(
+            line_fraction = accepted_fraction(rank, head, free_c[lines.ctrl])
+            return running_max_per_group(
                 np.maximum.reduceat(line_fraction, firsts), lines.ctrl[firsts]
             )  # each controller's WPQ accepts in issue order
 
@@ -413,23 +407,21 @@ class MemoryDevice(SimObject):
         unit, chunk = self.access_unit, self.interleave
         if (
             size > chunk
-            or not _distinct_lines(addr, size, unit)
+            or not distinct_lines(addr, size, unit)
             or np.any(addr % chunk + size > chunk)
         ):
             return None
         n, per = self.controllers, size // unit
         ctrl = (addr // chunk) % n
-        order = np.argsort(_small(ctrl), kind="stable")
         per_ctrl = np.bincount(ctrl, minlength=n)
-        nth = np.empty(addr.size, dtype=np.int64)  # the request's place on its controller
-        nth[order] = np.arange(addr.size) - np.repeat(np.cumsum(per_ctrl) - per_ctrl, per_ctrl)
+        nth = rank_in_group(ctrl, n)  # the request's place on its controller
         offsets = np.arange(per, dtype=np.int64)
         lines = ((addr // unit)[:, None] + offsets).ravel()
         rank = (nth[:, None] * per + offsets).ravel()
         writes_c = per_ctrl * float(per)
 
         def accept(head_c: np.ndarray, free_c: np.ndarray) -> np.ndarray:
-            return _accepted_fraction(nth * per + per - 1, head_c[ctrl], free_c[ctrl])
+            return accepted_fraction(nth * per + per - 1, head_c[ctrl], free_c[ctrl])
 
         return _WritePlan(
             lines,
@@ -456,7 +448,7 @@ class MemoryDevice(SimObject):
             self.write_latency,
             queue,
             plan.ctrl,
-            self._local_line(plan.line),
+            self.geometry.local(plan.line),
             plan.rank,
         )
         free_c = self._wpq_free()
@@ -618,43 +610,16 @@ class MemoryDevice(SimObject):
             raise ValueError(f"{self.path}: outstanding must be >= 1, got {outstanding}")
         return addr, float(outstanding) if outstanding else math.inf
 
-    def _local_line(self, line: np.ndarray) -> np.ndarray:
-        """A line's number among its controller's lines (the interleave taken out)."""
-        per_chunk = self.interleave // self.access_unit
-        if per_chunk == 1:  # line-interleaved (DRAM channels)
-            return line // self.controllers
-        chunk = line // per_chunk
-        return (chunk // self.controllers) * per_chunk + line % per_chunk
+    @property
+    def geometry(self) -> Geometry:
+        """How lines lie over the controllers, from the parameters as they are now."""
+        return Geometry(self.access_unit, self.interleave, self.controllers)
 
-    def _split(self, addr: np.ndarray, size: int, writes: bool) -> _Lines:
-        """Line accesses of a stream. Reads skip what only writes need (byte ranges
-        within lines, buffer episodes) when every request fits in one line."""
-        unit, n = self.access_unit, self.controllers
-        first = addr // unit
-        count = (addr + size - 1) // unit - first + 1
-        single = int(count.max()) == 1
-        if single:
-            request, line, start = None, first, addr
-        else:
-            request = np.repeat(np.arange(addr.size), count)
-            offset = np.arange(request.size) - np.repeat(np.cumsum(count) - count, count)
-            line, start = first[request] + offset, addr[request]
-        lo = hi = None
-        if writes or not single:
-            base = line * unit
-            lo = np.maximum(start, base) - base
-            hi = np.minimum(start + size, base + unit) - base
-        ctrl = (line // (self.interleave // unit)) % n
-        local = self._local_line(line)
-        if writes and self.buffer_lines == 0:
-            hit, episode, order = _queue_merges(line, ctrl, self.write_queue)
-        else:
-            hit, episode, order = _buffer_hits(line, ctrl, local, self.buffer_lines, writes)
-        if request is None:
-            request = np.arange(addr.size)
-        return _Lines(request, line, lo, hi, ctrl, local, hit, episode, order)
+    def _split(self, addr: np.ndarray, size: int, writes: bool) -> Lines:
+        """Line accesses of a stream, with the buffer's hits or the WPQ's merges."""
+        return split_lines(addr, size, self.geometry, self.buffer_lines, self.write_queue, writes)
 
-    def _raw_gates(self, lines: _Lines) -> tuple[list, np.ndarray]:
+    def _raw_gates(self, lines: Lines) -> tuple[list, np.ndarray]:
         """Events a read must wait for: the drain of lines earlier writes still hold."""
         stalled = np.zeros(lines.line.size, dtype=bool)
         gates = []
@@ -667,12 +632,8 @@ class MemoryDevice(SimObject):
             pending = stream.key > stream.position() + 1e-12
             if not pending.any():
                 continue
-            order = np.lexsort((stream.key[pending], stream.lines[pending]))
-            waiting, keys = stream.lines[pending][order], stream.key[pending][order]
-            last = np.r_[waiting[1:] != waiting[:-1], True]  # a line's last write drains last
-            waiting, keys = waiting[last], keys[last]
-            idx = np.minimum(np.searchsorted(waiting, lines.line), waiting.size - 1)
-            match = waiting[idx] == lines.line
+            waiting, keys = last_write_keys(stream.lines[pending], stream.key[pending])
+            match, idx = held_by(waiting, lines.line)
             if match.any():
                 stalled |= match
                 gates.append(stream.drained(float(keys[idx[match]].max())))
@@ -695,135 +656,6 @@ class _WritePlan:
     count_c: np.ndarray
     covered_c: np.ndarray
     accept: Callable[[np.ndarray, np.ndarray], np.ndarray]
-
-
-def _accepted_fraction(rank: np.ndarray, head: np.ndarray, free: np.ndarray) -> np.ndarray:
-    """Progress of the visible flow (``head`` writes per controller) by which the media
-    has drained all but the WPQ entries the stream found free before the write of rank
-    ``rank``."""
-    return np.divide(rank + 1 - free, head, out=np.zeros(rank.size), where=head > 0).clip(0, 1)
-
-
-@dataclass(frozen=True)
-class _Episodes:
-    """One media write per buffer episode: its line, controller, rank in the
-    controller's writes (issue order of the episode's first access), full coverage."""
-
-    line: np.ndarray
-    ctrl: np.ndarray
-    rank: np.ndarray
-    full: np.ndarray
-
-
-def _episodes(lines: _Lines, unit: int) -> _Episodes:
-    """Union the byte ranges each episode's writes cover (sub-block bit masks)."""
-    sub = unit / SUB_BLOCKS
-    lo_blk = np.floor(lines.lo / sub).astype(np.uint64)
-    hi_blk = np.ceil(lines.hi / sub).astype(np.uint64)
-    width = hi_blk - lo_blk
-    mask = np.where(
-        width >= SUB_BLOCKS, FULL, ((np.uint64(1) << width) - np.uint64(1)) << lo_blk
-    ).astype(np.uint64)
-    order = lines.order
-    starts = np.flatnonzero(np.r_[True, lines.episode[order][1:] != lines.episode[order][:-1]])
-    union = np.bitwise_or.reduceat(mask[order], starts)
-    first = order[starts]  # episodes are numbered in this order; stable: first access first
-    line, ctrl = lines.line[first], lines.ctrl[first]
-    by_issue = np.argsort(first, kind="stable")
-    n = int(ctrl.max()) + 1
-    rank = np.empty(first.size, dtype=np.int64)
-    issue_ctrl = ctrl[by_issue]
-    per_ctrl = np.bincount(issue_ctrl, minlength=n)
-    by_ctrl = np.argsort(_small(issue_ctrl), kind="stable")
-    rank[by_issue[by_ctrl]] = np.arange(first.size) - np.repeat(
-        np.cumsum(per_ctrl) - per_ctrl, per_ctrl
-    )
-    return _Episodes(line, ctrl, rank, union == FULL)
-
-
-def _distinct_lines(addr: np.ndarray, size: int, unit: int) -> bool:
-    """Whether no line is accessed twice: whole, line-aligned requests going up through
-    memory (log bursts), which the buffer can neither hit nor combine."""
-    if size % unit or addr.size < 2 or np.any(addr % unit):
-        return False
-    return bool(np.all(np.diff(addr) >= size))
-
-
-def _running_max_per_group(values: np.ndarray, group: np.ndarray) -> np.ndarray:
-    """Running maximum of values in [0, 1] within each group, in order."""
-    order = np.argsort(_small(group), kind="stable")
-    shifted = values[order] + 2.0 * group[order]
-    out = np.empty_like(values)
-    out[order] = np.maximum.accumulate(shifted) - 2.0 * group[order]
-    return out
-
-
-def _small(keys: np.ndarray) -> np.ndarray:
-    """Small non-negative keys as int16 when they fit: numpy's stable argsort of 16-bit
-    integers is a radix sort."""
-    return keys.astype(np.int16) if keys.size and int(keys.max()) < 2**15 else keys
-
-
-def _buffer_hits(
-    line: np.ndarray, ctrl: np.ndarray, local: np.ndarray, entries: int, episodes: bool
-) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
-    """A direct-mapped buffer of ``entries`` lines per controller: an access hits when
-    the previous access to its entry (same controller, same local line modulo entries)
-    was to the same line. Returns the hit mask and, when ``episodes`` is asked for, each
-    access's episode (its miss and the hits that follow it, numbered along the entries'
-    streams) and that stream order."""
-    size = line.size
-    if entries == 0:
-        every = np.arange(size) if episodes else None
-        return np.zeros(size, dtype=bool), every, every
-    slot = ctrl.astype(np.int64) * entries + local % entries
-    order = np.argsort(_small(slot), kind="stable")
-    sorted_slot, sorted_line = slot[order], line[order]
-    hit_sorted = np.zeros(size, dtype=bool)
-    hit_sorted[1:] = (sorted_slot[1:] == sorted_slot[:-1]) & (sorted_line[1:] == sorted_line[:-1])
-    return _in_access_order(hit_sorted, order, episodes)
-
-
-def _queue_merges(
-    line: np.ndarray, ctrl: np.ndarray, queue: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Without a buffer, the WPQ still merges a write into a queued write to the same
-    line (DRAM controllers and gem5's MemCtrl do): an access merges when at most
-    ``queue`` lines entered its controller's stream since the previous access to its
-    line (a line enters where the stream changes to it), as in a queue the stream keeps
-    full. With a buffer, its combining covers this for the streams the boards issue
-    (addresses in increasing order). A line belongs to one controller, so a change of
-    controller in the sorted stream is a change of line too. Returns the merge mask,
-    each access's episode and an order in which episodes are contiguous."""
-    size = line.size
-    by_ctrl = np.argsort(_small(ctrl), kind="stable")  # issue order on each controller
-    ctrl_line = line[by_ctrl]
-    new = np.ones(size, dtype=np.int64)
-    new[1:] = ctrl_line[1:] != ctrl_line[:-1]
-    entered = np.empty(size, dtype=np.int64)  # lines entered on the controller so far
-    entered[by_ctrl] = np.cumsum(new)
-    order = np.argsort(line, kind="stable")  # a line's accesses together, in issue order
-    sorted_line, sorted_entered = line[order], entered[order]
-    merged = np.zeros(size, dtype=bool)
-    merged[1:] = (sorted_line[1:] == sorted_line[:-1]) & (
-        sorted_entered[1:] - sorted_entered[:-1] <= queue
-    )
-    return _in_access_order(merged, order, True)
-
-
-def _in_access_order(
-    hit_sorted: np.ndarray, order: np.ndarray, episodes: bool
-) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
-    """The hit mask of accesses sorted by ``order``, back in access order; with
-    ``episodes``, also each access's episode (a miss and the hits after it along
-    ``order``, numbered from 0) and the order."""
-    hit = np.empty(hit_sorted.size, dtype=bool)
-    hit[order] = hit_sorted
-    if not episodes:
-        return hit, None, None
-    episode = np.empty(hit_sorted.size, dtype=np.int64)
-    episode[order] = np.cumsum(~hit_sorted) - 1
-    return hit, episode, order
 
 
 def write_range(

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from components.memory.base import _small
+from components.memory.streams import small_keys
 
 ACTIVATIONS_PER_WINDOW = 4  # JEDEC DDR4 (JESD79-4) tFAW: at most 4 ACT per rank in the window
 
@@ -49,7 +49,7 @@ def row_activity(
     slots = banks * ranks
     row_index = local // lines_per_row
     row = row_index // slots
-    bank_id = _small(ctrl * slots + row_index % slots)  # (controller, rank, bank)
+    bank_id = small_keys(ctrl * slots + row_index % slots)  # (controller, rank, bank)
     rank = bank_id // banks  # controller x ranks + rank
     switches = np.zeros(controllers)
     for c in range(controllers):  # per controller, not per line

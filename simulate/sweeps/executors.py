@@ -22,14 +22,13 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
-from sweeplib.runid import run_id
-from sweeplib.runner import FAILED, Outcome, run_one
-from sweeplib.slurm import submitit_parameters
-from workloads.cli import arm_parent_death
-from workloads.options import RunOptions, UsageError
+from simulate.cli import arm_parent_death
+from simulate.options import RunOptions, UsageError
+from simulate.sweeps.runid import run_id
+from simulate.sweeps.runner import FAILED, Outcome, run_one
+from simulate.sweeps.slurm import submitit_parameters
 
 Report = Callable[[Outcome], None]
-PACKAGE_ROOTS = (Path(__file__).resolve().parents[2], Path(__file__).resolve().parents[1])
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 SUBMITIT_CLUSTERS = {"slurm": "slurm", "debug": "debug"}
 SLURM_COMMANDS = ("sbatch", "srun", "sacct", "scancel")
@@ -113,10 +112,10 @@ def require_slurm() -> None:
 
 
 def _setup_lines() -> list[str]:
-    """Jobs unpickle run_one by reference: they must import sweeplib and workloads too,
+    """Jobs unpickle run_one by reference: they must import simulate/ and workloads/ too,
     whatever environment the site's sbatch passes on."""
-    paths = os.pathsep.join(str(p) for p in PACKAGE_ROOTS)
-    return [f"export PYTHONPATH={shlex.quote(paths)}${{PYTHONPATH:+:$PYTHONPATH}}"]
+    checkout = str(Path(__file__).resolve().parents[2])  # read here: gem5 embeds no file
+    return [f"export PYTHONPATH={shlex.quote(checkout)}${{PYTHONPATH:+:$PYTHONPATH}}"]
 
 
 def submit(

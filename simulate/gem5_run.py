@@ -16,11 +16,11 @@ from typing import Any
 from components.gem5.ops import Unrealizable, check_realizable, plan_ops, sampled
 from components.gem5.record import RecordingScheduler, record_devices
 from components.sim.engine import Engine
-from workloads.cli import raise_received
-from workloads.configure import batch_size_of, connected_board, prepare, resolve_spec
+from simulate.cli import raise_received
+from simulate.configure import batch_size_of, connected_board, prepare, resolve_spec
+from simulate.options import RunOptions, parse_run_options
 from workloads.inputs import InputGenerator
 from workloads.opgraph import build_demand
-from workloads.options import RunOptions, parse_run_options
 
 START_TICK = 1000  # 1 ns: a generator refused at tick 0 trips BaseTrafficGen's retry assert
 
@@ -56,7 +56,7 @@ def record_builtin(options: RunOptions):
             demands[n] = build_demand(spec, batch, n, previous)
             ops = board.issue_batch(demands[n])
             previous = batch
-            yield ops.lookup.done  # as workloads/job.py: the next batch once this lookup ends
+            yield ops.lookup.done  # as simulate/job.py: the next batch once this lookup ends
             scheduler.created_after = ops.lookup.record.uid
 
     engine.process(host())

@@ -19,16 +19,16 @@ from typing import Any
 
 import yaml
 
-from sweeplib.runid import run_id
-from sweeplib.slurm import parse_slurm
-from workloads.models import get_model
-from workloads.options import (
+from simulate.options import (
     QuietParser,
     RunOptions,
     UsageError,
     add_run_options,
     options_from_args,
 )
+from simulate.sweeps.runid import run_id
+from simulate.sweeps.slurm import parse_slurm
+from workloads.models import get_model
 
 TOP_LEVEL = ("outroot", "fixed", "axes", "zip", "slurm")
 SWEEP_MANAGED = ("help", "outdir", "sets", "progress")
@@ -197,7 +197,7 @@ def _dimensions(axes: dict[str, list], groups: Any) -> list[list[dict[str, Any]]
 def _validate_boards(runs: list[Run], origins: dict[str, str]) -> None:
     """Build each distinct board once with its --set paths applied, without simulating."""
     try:
-        from workloads import job
+        from simulate import job
     except ImportError:
         job = None
     validate = getattr(job, "validate", None)

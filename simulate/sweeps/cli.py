@@ -7,10 +7,10 @@ import shlex
 import sys
 from pathlib import Path
 
-from sweeplib import collect
-from sweeplib.slurm import sbatch_directives
-from sweeplib.spec import Sweep
-from workloads.options import UsageError
+from simulate.options import UsageError
+from simulate.sweeps import collect
+from simulate.sweeps.slurm import sbatch_directives
+from simulate.sweeps.spec import Sweep
 
 
 def add_collect_options(parser: argparse.ArgumentParser) -> None:

@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
-from sweeplib import executors, store
-from sweeplib.runid import canonical
-from sweeplib.runner import DONE, FAILED, SKIPPED, Outcome, run_one
-from sweeplib.spec import Run, Sweep
-from workloads.cli import raise_received
+from simulate.cli import raise_received
+from simulate.sweeps import executors, store
+from simulate.sweeps.runid import canonical
+from simulate.sweeps.runner import DONE, FAILED, SKIPPED, Outcome, run_one
+from simulate.sweeps.spec import Run, Sweep
 
 
 @dataclass

@@ -15,8 +15,8 @@ from typing import Any
 from tqdm import tqdm
 
 from components.sim.outputs import replacing_files
-from sweeplib import store
-from workloads.options import UsageError
+from simulate.options import UsageError
+from simulate.sweeps import store
 
 FLATTENED = ("batch_time_ms", "breakdown_ms")
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from components.compute.host import COPY_CHUNK
-from workloads.configure import FUNCTIONAL_DEFAULT_ROWS, batch_size_of, resolve_spec
+from simulate.configure import FUNCTIONAL_DEFAULT_ROWS, batch_size_of, resolve_spec
+from simulate.options import RunOptions, UsageError
 from workloads.models import FLOAT_BYTES, ModelSpec
-from workloads.options import RunOptions, UsageError
 
 MEMORY_LIMIT_ENV = "TRAININGCXL_MEMORY_LIMIT"
 """Overrides the memory a run may use (e.g. "8GiB"), instead of what the machine has free."""
@@ -251,8 +251,8 @@ def crashcheck_cost(options: RunOptions, sample: int = 0, settings=None) -> tupl
     """Crash states a check will visit and the seconds it is expected to take: the
     prefix walk's persist events (each updated row's, and each MLP-log burst's), the
     reorderings per crash interval, failures during recovery and media faults."""
-    from workloads.crashcheck import CheckSettings
-    from workloads.recording import image_layout
+    from simulate.crashcheck import CheckSettings
+    from simulate.recording import image_layout
 
     settings = settings or CheckSettings()
     layout = image_layout(options)
@@ -269,7 +269,7 @@ def check_crashcheck(options: RunOptions, sample: int, settings=None) -> None:
     """Refuse a crash check that would not finish in CRASHCHECK_BUDGET_S (or not fit in
     memory), with the estimate and what to change."""
     check_memory(options, crash_states=True)
-    from workloads.recording import image_layout
+    from simulate.recording import image_layout
 
     states, seconds = crashcheck_cost(options, sample, settings)
     if seconds > CRASHCHECK_BUDGET_S:

@@ -31,13 +31,13 @@ from components.persistence.protocols import (
 )
 from components.sim.engine import Engine
 from components.sim.schedule import OpRecord, Scheduler
-from workloads.cli import raise_received
-from workloads.configure import connected_board, prepare, resolve_functional
+from simulate.cli import raise_received
+from simulate.configure import connected_board, prepare, resolve_functional
+from simulate.options import RunOptions
 from workloads.dlrm import DLRM
 from workloads.inputs import InputGenerator
 from workloads.models import ModelSpec
 from workloads.opgraph import build_demand
-from workloads.options import RunOptions
 from workloads.training import DEFAULT_LR, FunctionalTrainer
 
 
@@ -215,7 +215,7 @@ class Stretch:
         ]
 
 
-def simulate(
+def run_stretch(
     options: RunOptions,
     start: int = 0,
     weights: ModelState | None = None,

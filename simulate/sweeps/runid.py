@@ -12,8 +12,8 @@ import json
 from dataclasses import asdict
 from typing import Any
 
+from simulate.options import RunOptions
 from workloads.models import DEFAULT_BATCH_SIZE
-from workloads.options import RunOptions
 
 ID_LENGTH = 12
 NOT_IDENTITY = ("outdir", "progress", "plot")

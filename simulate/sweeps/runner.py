@@ -9,10 +9,10 @@ import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from sweeplib import store
-from sweeplib.runid import canonical, run_id
-from workloads.cli import raise_received
-from workloads.options import RunOptions
+from simulate.cli import raise_received
+from simulate.options import RunOptions
+from simulate.sweeps import store
+from simulate.sweeps.runid import canonical, run_id
 
 DONE, SKIPPED, FAILED = "done", "skipped", "failed"
 
@@ -37,7 +37,7 @@ def run_one(options: RunOptions) -> Outcome:
 
     Errors become a failed/<id>.txt entry and a FAILED outcome, so a sweep goes on.
     """
-    from workloads.job import run_job
+    from simulate.job import run_job
 
     final = Path(options.outdir)
     outroot, identity = final.parent, run_id(options)

@@ -1,8 +1,8 @@
 """Run one simulation command line, then print this process's peak resident memory.
 
-    python -m workloads.peak [configs/trainingcxl.py options]
+    python -m simulate.peak [configs/trainingcxl.py options]
 
-How the memory estimate of workloads/preflight.py is checked (tests/test_preflight.py,
+How the memory estimate of simulate/preflight.py is checked (tests/test_preflight.py,
 benchmarks/bench_preflight.py): each configuration in a process of its own, whose
 VmHWM is its own peak (``ru_maxrss`` of a forked child would carry its parent's).
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from workloads.job import run_from_command_line
+from simulate.job import run_from_command_line
 
 
 def peak_resident_bytes() -> int:

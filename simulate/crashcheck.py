@@ -5,7 +5,7 @@ The run is simulated once; its journal (components/persistence/journal.py) is wa
 by the explorer (components/persistence/explorer.py): the timing's own persist order
 (prefix walk), then, in every crash interval, reorderings and torn subsets of the
 writes in flight. Each state is recovered by the system's protocol and judged by the
-oracle against what the protocol guarantees (workloads/oracle.py). A recovery's verdict
+oracle against what the protocol guarantees (simulate/oracle.py). A recovery's verdict
 is reused while the bytes of every region it read are unchanged (generations), so
 states that differ only where recovery does not look cost a dictionary lookup.
 
@@ -29,8 +29,8 @@ from components.persistence.explorer import CrashExplorer, CrashState, ExploreSe
 from components.persistence.image import RECORD_HEADER, WORD, CorruptImage, PmemImage
 from components.persistence.protocols import PROTOCOLS, Protocol, Recovery
 from components.persistence.writes import Writes, all_words
-from workloads.options import RunOptions
-from workloads.oracle import (
+from simulate.options import RunOptions
+from simulate.oracle import (
     DETECTED,
     VIOLATION,
     Expected,
@@ -40,7 +40,7 @@ from workloads.oracle import (
     reference_from,
     verdict,
 )
-from workloads.recording import Stretch, build_journal, initial_image, simulate
+from simulate.recording import Stretch, build_journal, initial_image, run_stretch
 from workloads.training import DEFAULT_LR
 
 RECORDS = ("emb0", "emb1", "mlp0", "mlp1", "base")
@@ -337,7 +337,7 @@ def crashcheck(
 ) -> CrashReport:
     """Check recovery at every crash state the settings select (one recorded run)."""
     settings = settings or CheckSettings(explore=ExploreSettings(seed=options.seed))
-    stretch = stretch or simulate(options, lr=DEFAULT_LR, optimizer=optimizer)
+    stretch = stretch or run_stretch(options, lr=DEFAULT_LR, optimizer=optimizer)
     start = stretch.initial_state()
     base = initial_image(options, optimizer=optimizer, state=start)
     protocol = (protocol_class or PROTOCOLS[options.system])(base.layout)

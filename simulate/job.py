@@ -23,20 +23,20 @@ from components.sim.engine import Engine
 from components.sim.outputs import global_rows, write_outdir
 from components.sim.schedule import Scheduler, critical_path
 from components.sim.units import ticks_to_ms
-from workloads.cli import raise_received, run_main
-from workloads.configure import (
+from simulate.cli import raise_received, run_main
+from simulate.configure import (
     batch_size_of,
     connected_board,
     prepare,
     resolve_functional,
     resolve_spec,
 )
-from workloads.failures import failure_field, record_run
+from simulate.failures import failure_field, record_run
+from simulate.options import RunOptions, parse_run_options
+from simulate.preflight import check_memory, check_paths, failure_run
 from workloads.inputs import InputGenerator
 from workloads.models import ModelSpec
 from workloads.opgraph import build_demand
-from workloads.options import RunOptions, parse_run_options
-from workloads.preflight import check_memory, check_paths, failure_run
 from workloads.training import FunctionalTrainer
 
 BREAKDOWN = ("embedding", "transfer", "bottom_mlp", "top_mlp", "checkpoint", "contention")
@@ -72,7 +72,7 @@ def run_job(options: RunOptions) -> dict[str, Any]:
     if recorded is not None:
         results["failure"] = failure_field(options, recorded)
     if gem5.available():  # under gem5.opt: the memory ops again, timed by gem5
-        from workloads.gem5_run import run_under_gem5
+        from simulate.gem5_run import run_under_gem5
 
         results["gem5"] = run_under_gem5(options)
     rows = global_rows(sim_ticks, time.monotonic() - started, _peak_memory())

@@ -13,8 +13,8 @@ from components.boards import build_board
 from components.boards.base import TrainingBoard
 from components.sim.engine import Engine
 from components.sim.schedule import Scheduler
+from simulate.options import RunOptions
 from workloads.models import DEFAULT_BATCH_SIZE, ModelSpec, get_model
-from workloads.options import RunOptions
 
 FUNCTIONAL_DEFAULT_ROWS = 100_000  # rows per table when real numerics must fit in memory
 

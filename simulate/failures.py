@@ -1,6 +1,6 @@
 """Power failures injected into a run: cut, recover (timed), resume, judge.
 
-One recorded run of the options (workloads/recording.py) is both the failure-free
+One recorded run of the options (simulate/recording.py) is both the failure-free
 reference and the run whose stats are reported. A failure at global tick T cuts the
 current stretch's journal at T (the timing's own persist order: a write spanning
 several requests is torn at their boundaries), the system's recovery runs on the
@@ -35,10 +35,10 @@ from components.persistence.protocols import PROTOCOLS, Protocol, Recovery
 from components.sim.engine import Engine
 from components.sim.schedule import Scheduler
 from components.sim.units import parse_time, ticks_to_ms
-from workloads.configure import connected_board, resolve_functional
-from workloads.options import RunOptions, UsageError
-from workloads.oracle import VIOLATION, expected_for, reference_from, same_bits, verdict
-from workloads.recording import (
+from simulate.configure import connected_board, resolve_functional
+from simulate.options import RunOptions, UsageError
+from simulate.oracle import VIOLATION, expected_for, reference_from, same_bits, verdict
+from simulate.recording import (
     ModelState,
     Stretch,
     WriteLog,
@@ -46,7 +46,7 @@ from workloads.recording import (
     identity,
     initial_image,
     persist_domain,
-    simulate,
+    run_stretch,
 )
 from workloads.training import DEFAULT_LR
 
@@ -164,7 +164,7 @@ def check_image_identity(options: RunOptions, optimizer: str = "sgd") -> None:
 def record_run(options: RunOptions, lr: float = DEFAULT_LR, optimizer: str = "sgd") -> Stretch:
     """The one recorded run a failure run needs (checked first)."""
     check_options(options, optimizer)
-    return simulate(options, lr=lr, optimizer=optimizer)
+    return run_stretch(options, lr=lr, optimizer=optimizer)
 
 
 def run_with_failures(
@@ -190,7 +190,7 @@ def resume_from_image(
     """Recover the training state from an image left by an earlier process, resume to
     options.batches, and judge the recovery and the final model against the reference."""
     check_image_identity(options, optimizer)
-    reference_run = recorded or simulate(options, lr=lr, optimizer=optimizer)
+    reference_run = recorded or run_stretch(options, lr=lr, optimizer=optimizer)
     image = PmemImage.open(options.pmem_image)
     history = reference_from(reference_run.initial_state())
     history.extend(reference_run.facts)
@@ -201,7 +201,7 @@ def resume_from_image(
     final = reference_run.model
     if rec.batch < options.batches:
         state = ModelState(rec.table, rec.mlp, rec.row_acc, rec.mlp_acc)
-        stretch = simulate(options, rec.batch, state, lr, optimizer)
+        stretch = run_stretch(options, rec.batch, state, lr, optimizer)
         build_journal(PROTOCOLS[options.system](image.layout), stretch).image_at(
             image.words, np.iinfo(np.int64).max
         )
@@ -233,7 +233,7 @@ def inject(
     optimizer: str = "sgd",
 ) -> tuple[list[dict[str, Any]], Stretch]:
     """The failure entries and the last stretch (whose model is the final one)."""
-    reference_run = recorded or simulate(options, lr=lr, optimizer=optimizer)
+    reference_run = recorded or run_stretch(options, lr=lr, optimizer=optimizer)
     start = reference_run.initial_state()
     image = initial_image(options, options.pmem_image, optimizer, lr, start)
     history = reference_from(start)
@@ -283,7 +283,7 @@ def inject(
         if rec.batch >= options.batches:
             break
         state = ModelState(rec.table, rec.mlp, rec.row_acc, rec.mlp_acc)
-        stretch = simulate(options, rec.batch, state, lr, optimizer)
+        stretch = run_stretch(options, rec.batch, state, lr, optimizer)
         history.extend(stretch.facts)
     if pending:
         end = ticks_to_ms(offset + stretch.end_tick)
