@@ -38,7 +38,7 @@ from simulate.startup import quiet_interrupts  # noqa: E402
 
 quiet_interrupts("trainingcxl.py")
 
-from simulate.job import run_from_command_line  # noqa: E402
+from simulate.simulator import run_from_command_line  # noqa: E402
 
 if __name__ in ("__main__", "__m5_main__"):
     from components.gem5 import available

@@ -2,8 +2,8 @@
 
 Bad input is one line, ``prog: error: ...`` naming the option and the value, and exit
 status 2; Ctrl-C is one line and 130 (SIGTERM: 143); never a traceback. It lives in
-workloads/ because it must know the input errors of components/ and workloads/ alike,
-and configs/ and scripts/ may import workloads/, never the reverse.
+simulate/ because it must know the input errors of components/ and workloads/ alike,
+and configs/ and scripts/ may import simulate/, never the reverse.
 """
 
 from __future__ import annotations

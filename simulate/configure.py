@@ -7,13 +7,14 @@ failure run would judge a different machine than the one it reports on.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import replace
 
 from components.boards import build_board
 from components.boards.base import TrainingBoard
 from components.sim.engine import Engine
 from components.sim.schedule import Scheduler
-from simulate.options import RunOptions
+from simulate.options import SYSTEMS, RunOptions, UsageError
 from workloads.models import DEFAULT_BATCH_SIZE, ModelSpec, get_model
 
 FUNCTIONAL_DEFAULT_ROWS = 100_000  # rows per table when real numerics must fit in memory
@@ -21,7 +22,7 @@ FUNCTIONAL_DEFAULT_ROWS = 100_000  # rows per table when real numerics must fit 
 
 def resolve_spec(options: RunOptions) -> ModelSpec:
     """The model, its tables capped by --rows (or the functional default)."""
-    spec = get_model(options.model)
+    spec = options.spec or get_model(options.model)
     rows = options.rows or (FUNCTIONAL_DEFAULT_ROWS if options.functional else None)
     return spec.capped(rows) if rows else spec
 
@@ -37,10 +38,30 @@ def batch_size_of(options: RunOptions) -> int:
 
 def prepare(options: RunOptions) -> tuple[ModelSpec, int, TrainingBoard]:
     """Resolve the model and build the board with every --set applied (no simulation)."""
-    board = build_board(options.system)
+    board = fresh_board(options)
     for path, value in options.sets:
         board.set_by_path(path, value)
     return resolve_spec(options), batch_size_of(options), board
+
+
+def fresh_board(options: RunOptions) -> TrainingBoard:
+    """The CLI's board for the system, or a copy of the one built in Python: every
+    simulation of a run (a failure run has several) connects a board of its own."""
+    if options.board is None:
+        return build_board(options.system)
+    board = options.board
+    if not isinstance(board, TrainingBoard):
+        raise UsageError(f"board must be a TrainingBoard, got {type(board).__name__}")
+    if board.system not in SYSTEMS:
+        raise UsageError(
+            f"board {type(board).__name__}: system {board.system!r} names no system's "
+            f"checkpoint protocol (one of {', '.join(SYSTEMS)}): subclass one of the boards"
+        )
+    if board.system != options.system:
+        raise UsageError(f"board is a {board.system} board, but system is {options.system!r}")
+    if "engine" in vars(board):
+        raise UsageError("board is already connected to a simulation: pass an unconnected one")
+    return copy.deepcopy(board)
 
 
 def connected_board(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import resource
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from components.sim.engine import Engine
 from components.sim.outputs import global_rows, write_outdir
 from components.sim.schedule import Scheduler, critical_path
 from components.sim.units import ticks_to_ms
-from simulate.cli import raise_received, run_main
+from simulate.cli import raise_received
 from simulate.configure import (
     batch_size_of,
     connected_board,
@@ -32,8 +33,8 @@ from simulate.configure import (
     resolve_spec,
 )
 from simulate.failures import failure_field, record_run
-from simulate.options import RunOptions, parse_run_options
-from simulate.preflight import check_memory, check_paths, failure_run
+from simulate.options import RunOptions
+from simulate.preflight import check_paths, failure_run
 from workloads.inputs import InputGenerator
 from workloads.models import ModelSpec
 from workloads.opgraph import build_demand
@@ -233,25 +234,12 @@ def _peak_memory() -> int:
 
 def _options_dict(options: RunOptions, spec: ModelSpec, batch_size: int) -> dict[str, Any]:
     data = dict(vars(options))
+    board, custom = data.pop("board"), data.pop("spec")
+    if board is not None:  # config.json's board tree has its parameters
+        data["board_class"] = f"{type(board).__module__}.{type(board).__qualname__}"
+    if custom is not None:
+        data["model_spec"] = asdict(custom)
     data["sets"] = [f"{path}={value}" for path, value in options.sets]
     data["batch_size"] = batch_size
     data["rows_per_table"] = list(spec.rows_per_table)
     return data
-
-
-def run_from_command_line(argv: list[str], prog: str) -> int:
-    """The CLI: one error line and exit 2 for bad input, never a traceback."""
-
-    def main() -> int:
-        options = parse_run_options(argv, prog, "Simulate DLRM training on a TrainingCXL system.")
-        validate(options)
-        check_memory(options)
-        results = run_job(options)
-        mean = results["batch_time_ms"]["mean"]
-        print(
-            f"{results['system']} {results['model']}: {results['batches']} batches, "
-            f"{mean:.3f} ms/batch, {results['energy_j']['total']:.3f} J -> {options.outdir}"
-        )
-        return 0
-
-    return run_main(prog, main)

@@ -9,8 +9,13 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from components.sim.units import UnitError, parse_time
+
+if TYPE_CHECKING:
+    from components.boards.base import TrainingBoard
+    from workloads.models import ModelSpec
 
 
 class UsageError(ValueError):
@@ -45,6 +50,11 @@ class RunOptions:
     progress: bool = True
     plot: bool = False
     halt_on_failure: bool = False
+    board: TrainingBoard | None = None
+    """A board built in Python (simulate.simulator): each simulation connects a copy of
+    it. None: the CLI's board for ``system``."""
+    spec: ModelSpec | None = None
+    """A model built in Python; None: the preset named ``model``."""
 
 
 _RUN_ARGUMENTS: list[tuple[tuple[str, ...], dict]] = [

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from simulate.job import run_from_command_line
+from simulate.simulator import run_from_command_line
 
 
 def peak_resident_bytes() -> int:

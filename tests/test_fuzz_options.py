@@ -15,9 +15,10 @@ from hypothesis import strategies as st
 
 from simulate.cli import INPUT_ERRORS, error_line
 from simulate.configure import prepare
-from simulate.job import run_from_command_line, validate
+from simulate.job import validate
 from simulate.options import SYSTEMS, RunOptions, parse_run_options
 from simulate.preflight import estimate_memory
+from simulate.simulator import run_from_command_line
 
 UNITS = ["", "s", "ms", "us", "ns", "ps", "B", "KiB", "GB", "GiB", "B/s", "GB/s", "MiB/s"]
 UNITS += ["Gbps", "W", "pJ", "J", "GHz", "MHz", "Hz", "TFLOPS", "GFLOPS", "XiB", "parsecs"]

@@ -1,5 +1,5 @@
 """Our packages as an EXTRAS build embeds them in gem5.opt (SConscript: PySource for
-every .py under components/ and workloads/): gem5's importer runs each module's code
+every .py under components/, workloads/ and simulate/): gem5's importer runs each module's code
 without ``__file__``, so no module may need it at import time."""
 
 from __future__ import annotations

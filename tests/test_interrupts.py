@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT / "scripts"))  # the entry points, imported as modul
 
 from test_sweep_bad_input import spec_file  # noqa: E402
 
-from simulate import cli, job  # noqa: E402
+from simulate import cli, job, simulator  # noqa: E402
 from simulate.sweeps import runner, store  # noqa: E402
 from simulate.sweeps.spec import load_sweep  # noqa: E402
 
@@ -114,7 +114,7 @@ def test_a_dropped_interrupt_stops_a_run_before_its_next_batch(tmp_path, capsys,
     generated = drop_at_batch(1)
     outdir = tmp_path / "out"
     argv = [*RUN, "--batches", "6", "--outdir", str(outdir)]
-    assert job.run_from_command_line(argv, "trainingcxl.py") == 130
+    assert simulator.run_from_command_line(argv, "trainingcxl.py") == 130
     assert generated == [0, 1]  # batch 2 was never made
     assert capsys.readouterr().err.splitlines() == ["trainingcxl.py: interrupted"]
     assert not outdir.exists()

@@ -10,7 +10,7 @@ import io
 import numpy as np
 import pytest
 
-from simulate import job
+from simulate import simulator
 from workloads.dlrm import DLRM
 from workloads.inputs import InputGenerator
 from workloads.models import PRESETS, ModelSpec, get_model
@@ -93,7 +93,7 @@ def test_a_diverging_run_is_one_line_naming_the_batch_and_writes_nothing(tmp_pat
     argv += ["--functional", "--no-progress", "--outdir", str(out)]
     stderr = io.StringIO()
     with contextlib.redirect_stderr(stderr), np.errstate(all="ignore"):
-        status = job.run_from_command_line(argv, "trainingcxl.py")
+        status = simulator.run_from_command_line(argv, "trainingcxl.py")
     lines = stderr.getvalue().splitlines()
     assert status == 2 and len(lines) == 1, lines
     assert lines[0].startswith("trainingcxl.py: error: functional training diverged at batch ")

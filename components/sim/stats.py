@@ -7,6 +7,8 @@ Python numbers so that two runs with the same seed dump byte-identical files.
 
 from __future__ import annotations
 
+import copy
+import types
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -94,6 +96,24 @@ class Formula(Stat):
 
     def rows(self, prefix):
         return [(f"{prefix}{self.name}", self.value, self.desc, self.unit)]
+
+    def __deepcopy__(self, memo: dict) -> Formula:
+        """A copied component tree's formula reads the copy's stats: a lambda's closure
+        (``lambda: self.bytes.value / ...``) is copied through ``memo`` too, where
+        ``copy`` would share the function and so read the original's stats."""
+        clone = Formula(self.name, self.desc, self.unit, self.fn)
+        memo[id(self)] = clone  # the closure's owner may lead back here
+        fn = self.fn
+        if isinstance(fn, types.FunctionType) and fn.__closure__:
+            cells = tuple(
+                types.CellType(copy.deepcopy(cell.cell_contents, memo)) for cell in fn.__closure__
+            )
+            clone.fn = types.FunctionType(
+                fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, cells
+            )
+        else:
+            clone.fn = copy.deepcopy(fn, memo)
+        return clone
 
 
 def _plain(value) -> float | int:

@@ -1,0 +1,31 @@
+"""What a simulation trains: a DLRM model and the inputs it is fed.
+
+The Python API's counterpart of --model, --batch-size, --seed and --rows: a preset by
+name or a ModelSpec built in a script (a model no preset describes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from workloads.models import ModelSpec, get_model
+
+
+@dataclass(frozen=True)
+class DlrmWorkload:
+    """A DLRM training workload. ``batch_size`` None: the model's documented default;
+    ``rows`` caps every table (functional runs keep the tables in memory)."""
+
+    model: str | ModelSpec = "rm1"
+    batch_size: int | None = None
+    seed: int = 1
+    rows: int | None = None
+
+    @property
+    def spec(self) -> ModelSpec:
+        """The model's shape (a preset's errors name the valid presets)."""
+        return self.model if isinstance(self.model, ModelSpec) else get_model(self.model)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
