@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -142,3 +143,24 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, needle):
     assert "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], proc.stderr
+
+
+@pytest.mark.parametrize("batches", [1, 2, 3, 5])
+def test_the_steady_state_leaves_out_the_first_and_last_batches(tmp_path, batches):
+    """Batch 0 warms up and the last batch's background work has no next batch beside
+    it: the mean, percentiles and breakdown cover the batches between them."""
+    out = tmp_path / "out"
+    args = ["--system", "cxl", "--model", "rmc1", "--batch-size", "32"]
+    subprocess.run(
+        [sys.executable, str(CONFIG), *args, "--batches", str(batches), "--outdir", str(out)],
+        check=True,
+        capture_output=True,
+    )
+    results = json.loads((out / "results.json").read_text())
+    windows = results["batch_times_ms"]
+    first, last = {1: (0, 0), 2: (1, 1)}.get(batches, (1, batches - 2))
+    assert (results["steady_state_from_batch"], results["steady_state_to_batch"]) == (first, last)
+    mean = float(np.mean(windows[first : last + 1]))
+    assert results["batch_time_ms"]["mean"] == pytest.approx(mean, abs=2e-6)
+    parts = sum(results["breakdown_ms"].values()) + results["idle_ms"]
+    assert parts == pytest.approx(mean, rel=1e-4)
