@@ -21,6 +21,7 @@ from components.gem5.ops import (
 from components.interconnect.link import SerialLink
 from components.memory.base import concurrent
 from components.memory.base import stage as one_stage
+from components.sim.units import TICKS_PER_SECOND
 from simulate.configure import prepare
 from simulate.gem5_run import record_builtin, refusal
 from simulate.options import parse_run_options
@@ -192,9 +193,12 @@ def test_a_stopped_slices_alone_time_is_what_its_writes_take_on_an_idle_device()
         streams = [idle.write(r.addresses[: r.requests], r.size, r.outstanding) for r in writes]
         fresh = one_stage(concurrent(*streams))
         expected = max(flow.alone_ticks for flow in fresh.flows)
-        # the recorded figure scales each controller's writes by the stage's progress;
-        # a prefix of the stream spreads over the controllers a little unevenly
-        assert recorded.alone == pytest.approx(expected, rel=0.05)
+        # the recorded figure scales each controller's writes by the stage's progress (a
+        # fluid share); the prefix re-priced here holds whole requests, which spread
+        # over the controllers unevenly by up to one request on the busiest: one
+        # request's media time bounds the difference
+        request = max(r.size for r in writes) * TICKS_PER_SECOND / device.ctrl_write_bandwidth
+        assert abs(recorded.alone - expected) <= request
 
 
 @pytest.mark.parametrize("system", ["cxl", "pmem"])

@@ -23,7 +23,7 @@ from components.boards.near_memory import NearMemoryBoard
 from components.compute.nmp import NearMemoryEngine
 from components.interconnect.cxl import CxlLink, CxlPath, CxlSwitch, Type2Device, mmio_write
 from components.memory.pmem import Pmem
-from components.sim.params import Int
+from components.sim.params import Enum, Int
 from components.sim.schedule import Op, Stage
 from components.sim.units import TICKS_PER_SECOND
 
@@ -181,14 +181,18 @@ class CxlBoard(CxlBBoard):
     """CXL: CXL-B + relaxed embedding lookup + relaxed MLP logging.
 
     Lookup N runs on the table as batch N-1 left it before its update (sum and add
-    commute), then is corrected with batch N-1's row deltas, which that update wrote
-    next to the table, so it no longer waits for the update. The MLP log is pulled only
-    while the GPU runs interaction + top MLP: a slice per batch moves what the shared
-    links and PMEM let it move in that window, and stops when the window closes. A new
-    copy starts every ``mlp_log_gap`` batches once the previous one is complete, from a
-    snapshot the GPU takes of its MLPs (a device-memory copy, kept until the copy is
-    logged): training never stalls on the log, and recovered MLPs may be up to one
-    copy period behind the embeddings.
+    commute), so it no longer waits for the update. Its pooled vectors stay in the
+    engine's bag buffer, and batch N-1's update, as it applies each row's gradient, adds
+    the row's delta into every held bag that looked the row up; the corrected vectors
+    then go to the GPU. Bags that do not fit the buffer (or ``correction=delta_region``)
+    fall back to deltas written beside the table and read back by a correction op.
+
+    The MLP log is pulled only while the GPU runs interaction + top MLP: a slice per
+    batch moves what the shared links and PMEM let it move in that window, and stops
+    when the window closes. A new copy starts every ``mlp_log_gap`` batches once the
+    previous one is complete, from a snapshot the GPU takes of its MLPs (a device-memory
+    copy, kept until the copy is logged): training never stalls on the log, and
+    recovered MLPs may be up to one copy period behind the embeddings.
     """
 
     system = "cxl"
@@ -198,9 +202,25 @@ class CxlBoard(CxlBBoard):
         "TrainingCXL relaxed batch-aware checkpoint (Figure 9a sweeps 0..10^4)",
         low=1,
     )
+    correction = Enum(
+        "gradient",
+        "how the relaxed lookup is corrected: gradient (batch N's update adds each delta "
+        "into batch N+1's held bags; the bags must fit nmp.bag_buffer, else delta_region) "
+        "or delta_region (the update writes each row's delta to PMEM, a correction op "
+        "reads them back: what holding no bags costs)",
+        "paper: the reduced vectors are corrected when batch N's gradient is applied",
+        choices=("gradient", "delta_region"),
+    )
 
     def __init__(self, **overrides) -> None:
         super().__init__(**overrides)
+        self.correctedLookups = self.scalar(
+            "correctedLookups", "lookups of rows the previous batch updated (corrected)", "Count"
+        )
+        self.deltaRegionBatches = self.scalar(
+            "deltaRegionBatches", "batches corrected through the PMEM delta region", "Count"
+        )
+        object.__setattr__(self, "_corrections", {})
         self.mlpLogCopies = self.scalar("mlpLogCopies", "complete MLP log copies", "Count")
         self.mlpLogBatches = self.average(
             "mlpLogBatches", "batches one MLP log copy spans", "Count"
@@ -223,36 +243,50 @@ class CxlBoard(CxlBBoard):
         return [before.update] if before is not None else []
 
     def update(self, demand) -> Stage:
-        """The update also writes each row's delta for the next batch's correction."""
-        rows = self.unique_addresses(demand)
-        deltas = self.layout.delta_offsets(len(rows))
-        return self.nmp.update_with_deltas(self.pmem, rows, self.layout.row_bytes, deltas)
+        """The update; it also corrects the next batch's held bags (``pooled_ready``
+        said how many lookups), or writes each row's delta for a correction op."""
+        rows, row_bytes = self.unique_addresses(demand), self.layout.row_bytes
+        fallback = ("delta_region", 0) if self.correction == "delta_region" else ("gradient", 0)
+        how, corrections = self._corrections.pop(demand.batch, fallback)
+        if how == "delta_region":
+            deltas = self.layout.delta_offsets(len(rows))
+            return self.nmp.update_with_deltas(self.pmem, rows, row_bytes, deltas)
+        return self.nmp.update_correcting(self.pmem, rows, row_bytes, corrections)
 
     def pooled_ready(self, demand, lookup: Op, prev: BatchOps | None) -> Op:
-        """Correct the early lookup with the previous batch's row deltas once written.
-
-        The engine reads each updated row's delta (in the order of the previous batch's
-        unique rows) and adds it into every bag that looked the row up."""
+        """The early lookup's vectors are ready once the previous batch's update has
+        corrected them. Batch N+1 is issued once batch N's lookup is done, before batch
+        N's update can start, so the update knows the corrections when it is built."""
         if prev is None:
             return lookup
+        if prev.update.record.start >= 0:
+            raise RuntimeError(f"batch {demand.batch} issued after batch {prev.batch}'s update")
         previous_rows = prev.demand.lookup.unique_rows
         slot = np.searchsorted(previous_rows, demand.lookup.rows)
         slot = np.minimum(slot, len(previous_rows) - 1)
         shared = previous_rows[slot] == demand.lookup.rows
-        deltas = self.layout.delta_offsets(len(previous_rows))[slot[shared]]
+        self.correctedLookups += int(shared.sum())
+        held = demand.lookup.pooled_bytes <= self.nmp.bag_buffer
+        if self.correction == "gradient" and held:
+            self._corrections[prev.batch] = ("gradient", int(shared.sum()))
 
-        def correct(now: int) -> Stage | int:
-            if deltas.size == 0:
-                return 0
-            return self.nmp.lookup(self.pmem, deltas, self.layout.row_bytes)
+            def body(now: int) -> int:
+                return 0  # a join: the update did the work
 
+            unit = None
+        else:
+            self._corrections[prev.batch] = ("delta_region", 0)
+            self.deltaRegionBatches += 1
+            deltas = self.layout.delta_offsets(len(previous_rows))[slot[shared]]
+
+            def body(now: int) -> Stage | int:
+                if deltas.size == 0:
+                    return 0
+                return self.nmp.lookup(self.pmem, deltas, self.layout.row_bytes)
+
+            unit = self.embedding_resource
         return self.scheduler.op(
-            "lookup_correct",
-            "embedding",
-            demand.batch,
-            self.embedding_resource,
-            correct,
-            deps=[lookup, prev.update],
+            "lookup_correct", "embedding", demand.batch, unit, body, deps=[lookup, prev.update]
         )
 
     def bottom_deps(self, ops_batch: int, demand, prev: BatchOps | None) -> list[Op]:

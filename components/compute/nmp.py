@@ -43,6 +43,14 @@ class NearMemoryEngine(SimObject):
     scratchpad = MemorySize(
         "256KiB", "scratchpad for rows in flight", "estimate: FPGA on-chip BRAM", check=positive
     )
+    bag_buffer = MemorySize(
+        "4MiB",
+        "on-chip SRAM that holds the next batch's pooled vectors while the update corrects "
+        "them (CXL's relaxed lookup)",
+        "estimate: a small share of the 140-287 Mb of M20K SRAM of an Intel Agilex 7 "
+        "F-series FPGA (device overview); RM1-RM4 at batch 128 need 0.3-1.3 MB",
+        check=positive,
+    )
     log_burst = MemorySize(
         "4KiB", "DMA write burst to the MLP log", "AXI 4 KiB burst boundary", low="64B", high="1MiB"
     )  # a cache line at least (one array entry per burst); 1 MiB at most (lines per burst)
@@ -79,11 +87,24 @@ class NearMemoryEngine(SimObject):
         write = pmem.write(addresses, row_bytes, window)
         return stage(read, write, compute=self._compute(2 * len(addresses) * row_bytes // 4))
 
+    def update_correcting(
+        self, pmem: MemoryDevice, addresses: np.ndarray, row_bytes: int, corrections: int
+    ) -> Stage:
+        """The update, also adding each row's delta (-lr * g, which the update computes
+        anyway) into the held bags of the next batch that looked the row up:
+        ``corrections`` such lookups, one add per element each. The additions share the
+        lanes with the update's as they stream; no delta leaves the engine."""
+        window = self.window(row_bytes)
+        read = pmem.read(addresses, row_bytes, window)
+        write = pmem.write(addresses, row_bytes, window)
+        flops = (2 * len(addresses) + corrections) * (row_bytes // 4)
+        return stage(read, write, compute=self._compute(flops))
+
     def update_with_deltas(
         self, pmem: MemoryDevice, addresses: np.ndarray, row_bytes: int, deltas: np.ndarray
     ) -> Stage:
         """The update, also keeping each row's delta at ``deltas`` (the relaxed lookup of
-        the next batch adds them into its bags)."""
+        the next batch reads them back and adds them into its bags)."""
         window = self.window(row_bytes)
         read = pmem.read(addresses, row_bytes, window)
         write = pmem.write(np.concatenate([addresses, deltas]), row_bytes, window)
