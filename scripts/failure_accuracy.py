@@ -29,13 +29,12 @@ quiet_interrupts("failure_accuracy.py")
 from tqdm import tqdm  # noqa: E402
 
 from simulate.cli import QuietParser, UsageError, run_main  # noqa: E402
-from simulate.configure import resolve_functional  # noqa: E402
+from simulate.configure import input_generator, resolve_functional  # noqa: E402
 from simulate.failures import inject  # noqa: E402
 from simulate.job import validate  # noqa: E402
 from simulate.options import RunOptions, check_seed  # noqa: E402
 from simulate.preflight import check_memory  # noqa: E402
 from simulate.recording import run_stretch  # noqa: E402
-from workloads.inputs import InputGenerator  # noqa: E402
 from workloads.metrics import evaluate  # noqa: E402
 from workloads.training import EVAL_BATCH_OFFSET, default_lr  # noqa: E402
 
@@ -45,7 +44,7 @@ GAPS = (0, 1, 10, 100, 1000, 10000)
 
 def scores(options: RunOptions, model) -> dict[str, float]:
     spec, batch_size = resolve_functional(options)
-    held_out = InputGenerator(spec, batch_size, seed=options.seed).batches(16, EVAL_BATCH_OFFSET)
+    held_out = input_generator(options, spec, batch_size).batches(16, EVAL_BATCH_OFFSET)
     return evaluate(model, held_out)
 
 

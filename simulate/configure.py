@@ -15,6 +15,7 @@ from components.boards.base import TrainingBoard
 from components.sim.engine import Engine
 from components.sim.schedule import Scheduler
 from simulate.options import SYSTEMS, RunOptions, UsageError
+from workloads.inputs import DEFAULT_ZIPF_EXPONENT, InputGenerator
 from workloads.models import DEFAULT_BATCH_SIZE, ModelSpec, get_model
 
 FUNCTIONAL_DEFAULT_ROWS = 100_000  # rows per table when real numerics must fit in memory
@@ -30,6 +31,14 @@ def resolve_spec(options: RunOptions) -> ModelSpec:
 def resolve_functional(options: RunOptions) -> tuple[ModelSpec, int]:
     """Model and batch size of a run that carries real numerics (failure runs always do)."""
     return resolve_spec(replace(options, functional=True)), batch_size_of(options)
+
+
+def input_generator(options: RunOptions, spec: ModelSpec, batch_size: int) -> InputGenerator:
+    """The run's inputs: every path that replays a batch must draw the same one."""
+    zipf = DEFAULT_ZIPF_EXPONENT if options.zipf is None else options.zipf
+    return InputGenerator(
+        spec, batch_size, seed=options.seed, zipf_exponent=zipf, reuse=options.reuse
+    )
 
 
 def batch_size_of(options: RunOptions) -> int:

@@ -17,9 +17,14 @@ from components.gem5.ops import Unrealizable, check_realizable, plan_ops, sample
 from components.gem5.record import RecordingScheduler, record_devices
 from components.sim.engine import Engine
 from simulate.cli import raise_received
-from simulate.configure import batch_size_of, connected_board, prepare, resolve_spec
+from simulate.configure import (
+    batch_size_of,
+    connected_board,
+    input_generator,
+    prepare,
+    resolve_spec,
+)
 from simulate.options import RunOptions, parse_run_options
-from workloads.inputs import InputGenerator
 from workloads.opgraph import build_demand
 
 START_TICK = 1000  # 1 ns: a generator refused at tick 0 trips BaseTrafficGen's retry assert
@@ -45,7 +50,7 @@ def record_builtin(options: RunOptions):
     scheduler = RecordingScheduler(engine)
     board = connected_board(options, spec, batch_size, engine, scheduler)
     record_devices(board, scheduler)
-    inputs = InputGenerator(spec, batch_size, seed=options.seed)
+    inputs = input_generator(options, spec, batch_size)
     demands = {}
 
     def host():

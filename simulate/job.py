@@ -28,6 +28,7 @@ from simulate.cli import raise_received
 from simulate.configure import (
     batch_size_of,
     connected_board,
+    input_generator,
     prepare,
     resolve_functional,
     resolve_spec,
@@ -35,7 +36,6 @@ from simulate.configure import (
 from simulate.failures import failure_field, record_run
 from simulate.options import RunOptions
 from simulate.preflight import check_paths, failure_run
-from workloads.inputs import InputGenerator
 from workloads.models import ModelSpec
 from workloads.opgraph import build_demand
 from workloads.training import FunctionalTrainer
@@ -91,7 +91,7 @@ def _simulate(options: RunOptions):
     engine = Engine()
     scheduler = Scheduler(engine)
     board = connected_board(options, spec, batch_size, engine, scheduler)
-    generator = InputGenerator(spec, batch_size, seed=options.seed)
+    generator = input_generator(options, spec, batch_size)
     trainer = (
         FunctionalTrainer.create(spec, options.seed, relaxed=options.system == "cxl")
         if options.functional

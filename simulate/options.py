@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from components.sim.units import UnitError, parse_time
+from workloads.inputs import DEFAULT_ZIPF_EXPONENT, MAX_ZIPF_EXPONENT
 
 if TYPE_CHECKING:
     from components.boards.base import TrainingBoard
@@ -44,6 +45,8 @@ class RunOptions:
     sets: list[tuple[str, str]] = field(default_factory=list)
     functional: bool = False
     rows: int | None = None
+    reuse: float | None = None
+    zipf: float | None = None
     fail_at: list[str] = field(default_factory=list)
     fail_random: int = 0
     pmem_image: str | None = None
@@ -99,6 +102,27 @@ _RUN_ARGUMENTS: list[tuple[tuple[str, ...], dict]] = [
     (
         ("--rows",),
         dict(type=int, default=None, help="cap on rows per embedding table (functional runs)"),
+    ),
+    (
+        ("--reuse",),
+        dict(
+            type=float,
+            default=None,
+            metavar="P",
+            help="share of a batch's distinct rows the previous batch also touched, in "
+            "[0, 1], with the distinct rows per batch held (default: popularity alone, "
+            "about 18%% on RM1)",
+        ),
+    ),
+    (
+        ("--zipf",),
+        dict(
+            type=float,
+            default=None,
+            metavar="S",
+            help=f"power-law exponent of row popularity, in (0, {MAX_ZIPF_EXPONENT:g}] "
+            f"(default {DEFAULT_ZIPF_EXPONENT})",
+        ),
     ),
     (
         ("--fail-at",),
@@ -185,6 +209,10 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
     if args.fail_random < 0:
         raise UsageError(f"--fail-random must not be negative, got {args.fail_random}")
     check_seed(args.seed)
+    if args.reuse is not None and not 0.0 <= args.reuse <= 1.0:
+        raise UsageError(f"--reuse must be in [0, 1], got {args.reuse}")
+    if args.zipf is not None and not 0.0 < args.zipf <= MAX_ZIPF_EXPONENT:
+        raise UsageError(f"--zipf must be in (0, {MAX_ZIPF_EXPONENT:g}], got {args.zipf}")
     if not args.outdir.strip():
         raise UsageError("--outdir must not be empty")
     if args.pmem_image is not None and not args.pmem_image.strip():
@@ -207,6 +235,8 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         sets=sets,
         functional=args.functional,
         rows=args.rows,
+        reuse=args.reuse,
+        zipf=args.zipf,
         fail_at=list(args.fail_at),
         fail_random=args.fail_random,
         pmem_image=args.pmem_image,

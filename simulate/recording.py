@@ -32,7 +32,7 @@ from components.persistence.protocols import (
 from components.sim.engine import Engine
 from components.sim.schedule import OpRecord, Scheduler
 from simulate.cli import raise_received
-from simulate.configure import connected_board, prepare, resolve_functional
+from simulate.configure import connected_board, input_generator, prepare, resolve_functional
 from simulate.options import RunOptions
 from workloads.dlrm import DLRM
 from workloads.inputs import InputGenerator
@@ -233,7 +233,7 @@ def run_stretch(
     if weights is not None:
         model.load_state(weights)
     trainer = FunctionalTrainer(model, relaxed=options.system == "cxl")
-    generator = InputGenerator(spec, batch_size, seed=options.seed)
+    generator = input_generator(options, spec, batch_size)
     ends = []
     progress = tqdm(
         total=options.batches - start,

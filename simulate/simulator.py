@@ -80,6 +80,8 @@ class Simulator:
             sets=list(sets),
             functional=functional,
             rows=workload.rows,
+            reuse=workload.reuse,
+            zipf=workload.zipf,
             fail_at=list(fail_at),
             fail_random=fail_random,
             pmem_image=None if pmem_image is None else os.fspath(pmem_image),

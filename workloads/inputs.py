@@ -15,6 +15,9 @@ from workloads.models import DEFAULT_BATCH_SIZE, ModelSpec
 DEFAULT_ZIPF_EXPONENT = 1.05
 """Rank-frequency exponent of row popularity. Criteo's categorical values are heavy-tailed,
 close to Zipf's law (exponent about 1); docs/workloads.md gives the reuse this yields."""
+MAX_ZIPF_EXPONENT = 5.0
+"""Beyond this nearly every lookup hits a table's hottest row: no input data set is so
+skewed (Criteo's fields fit exponents near 1), and the inverse CDF loses precision."""
 DEFAULT_TEACHER_SCALE = 3.0
 """Teacher logit scale: larger means less label noise (a higher reachable AUC)."""
 DEFAULT_TEACHER_BIAS = -2.0
@@ -101,14 +104,21 @@ class InputGenerator:
         batch_size: int = DEFAULT_BATCH_SIZE,
         *,
         zipf_exponent: float = DEFAULT_ZIPF_EXPONENT,
+        reuse: float | None = None,
         fixed_pooling: bool = True,
         teacher_scale: float = DEFAULT_TEACHER_SCALE,
         teacher_bias: float = DEFAULT_TEACHER_BIAS,
         seed: int = 0,
     ) -> None:
-        if batch_size < 1 or zipf_exponent <= 0:
-            raise ValueError(f"need batch_size >= 1 and exponent > 0, got {batch_size}")
+        if batch_size < 1 or not 0 < zipf_exponent <= MAX_ZIPF_EXPONENT:
+            raise ValueError(
+                f"need batch_size >= 1 and 0 < exponent <= {MAX_ZIPF_EXPONENT}, "
+                f"got {batch_size} and {zipf_exponent}"
+            )
+        if reuse is not None and not 0.0 <= reuse <= 1.0:
+            raise ValueError(f"reuse must be in [0, 1], got {reuse}")
         self.spec = spec
+        self.reuse = reuse
         self.batch_size = batch_size
         self.zipf_exponent = zipf_exponent
         self.fixed_pooling = fixed_pooling
@@ -124,14 +134,24 @@ class InputGenerator:
         self._rows = np.asarray(spec.rows_per_table, dtype=np.int64)
         self._multipliers = _coprime_multipliers(spec.rows_per_table, seed)
         self._shifts = rng.integers(0, self._rows)
+        self._window = self._working_set_sizes() if reuse is not None else None
         self._bag_mean, self._bag_std = self._calibrate_teacher()
+
+    def _working_set_sizes(self) -> np.ndarray:
+        """Per table, the distinct rows of a batch drawn by popularity alone (one seeded
+        draw): with ``reuse``, every batch touches that many, so moving the reuse moves
+        which rows a batch touches, not how many."""
+        rng = np.random.default_rng([self.seed, 4])
+        distinct = np.unique(self._popular_rows(rng, self._lengths(rng, self.batch_size)))
+        table = np.searchsorted(self.spec.table_offsets, distinct, side="right") - 1
+        return np.bincount(table, minlength=self.spec.num_tables)
 
     def _calibrate_teacher(self, samples: int = 256) -> tuple[np.ndarray, np.ndarray]:
         """Per-table mean and std of bag score sums: hot rows give every bag the same
         offset, which would otherwise swamp the signal and skew the click rate."""
         rng = np.random.default_rng([self.seed, 3])
         lengths = self._lengths(rng, samples)
-        sums = self._bag_scores(self._sample_rows(rng, lengths), lengths)
+        sums = self._bag_scores(self._popular_rows(rng, lengths), lengths)
         return sums.mean(axis=1, keepdims=True), sums.std(axis=1, keepdims=True) + 1e-12
 
     def _lengths(self, rng: np.random.Generator, b: int) -> np.ndarray:
@@ -140,13 +160,45 @@ class InputGenerator:
             return np.full((t, b), p, dtype=np.int64)
         return rng.integers(1, 2 * p, size=(t, b))
 
-    def _sample_rows(self, rng: np.random.Generator, lengths: np.ndarray) -> np.ndarray:
-        """Global row ids, table-major, for bags of the given (T, B) lengths."""
+    def _sample_rows(self, rng: np.random.Generator, lengths: np.ndarray, index: int) -> np.ndarray:
+        """Global row ids of batch ``index``, table-major, for bags of (T, B) lengths."""
+        if self.reuse is None:
+            return self._popular_rows(rng, lengths)
+        return self._windowed_rows(rng, lengths, index)
+
+    def _popular_rows(self, rng: np.random.Generator, lengths: np.ndarray) -> np.ndarray:
+        """Rows by popularity alone: every lookup a power-law rank over the whole table,
+        so consecutive batches share only the rows popular enough to be drawn twice."""
         table_of = np.repeat(np.arange(lengths.shape[0]), lengths.sum(axis=1))
         n = self._rows[table_of]
         ranks = power_law_ranks(rng, n, self.zipf_exponent)
         rows = (ranks * self._multipliers[table_of] + self._shifts[table_of]) % n
         return rows + self.spec.table_offsets[table_of]
+
+    def _windowed_rows(
+        self, rng: np.random.Generator, lengths: np.ndarray, index: int
+    ) -> np.ndarray:
+        """Rows with a set reuse. Per table, batch ``index`` touches a window of ``size``
+        consecutive positions of a fixed stream (position j is row j mod n through the
+        table's affine permutation: a window holds distinct rows), and each window starts
+        round((1 - reuse) * size) positions after the previous batch's, so consecutive
+        batches share that fraction of their rows and batch i still depends only on
+        (seed, i). Every window row is looked up once; the other lookups pick window rows
+        by popularity, a power law over the rows ranked by a heat fixed per position (a
+        row keeps its heat while it stays in the windows)."""
+        out = []
+        for t, bags in enumerate(lengths):
+            total, n = int(bags.sum()), int(self._rows[t])
+            size = int(min(self._window[t], total, n))
+            step = int(round((1.0 - self.reuse) * size))
+            positions = index * step + np.arange(size, dtype=np.int64)
+            heat = _row_scores(positions * len(lengths) + t, self.seed + 1)
+            by_heat = positions[np.argsort(-heat, kind="stable")]
+            ranks = power_law_ranks(rng, np.full(total - size, size), self.zipf_exponent)
+            picks = rng.permutation(np.concatenate([by_heat, by_heat[ranks]]))
+            rows = (picks % n * self._multipliers[t] + self._shifts[t]) % n
+            out.append(rows + self.spec.table_offsets[t])
+        return np.concatenate(out)
 
     def _bag_scores(self, global_rows: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         """(T, B) sum of teacher row scores per bag."""
@@ -162,7 +214,7 @@ class InputGenerator:
         counts = np.floor(np.exp(self._mu + self._sigma * latent))
         dense = np.log1p(counts).astype(np.float32)
         lengths = self._lengths(rng, b)
-        global_rows = self._sample_rows(rng, lengths)
+        global_rows = self._sample_rows(rng, lengths, index)
         ends = np.cumsum(lengths.sum(axis=1))
         indices = [
             global_rows[start:end] - off

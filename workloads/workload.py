@@ -14,12 +14,16 @@ from workloads.models import ModelSpec, get_model
 @dataclass(frozen=True)
 class DlrmWorkload:
     """A DLRM training workload. ``batch_size`` None: the model's documented default;
-    ``rows`` caps every table (functional runs keep the tables in memory)."""
+    ``rows`` caps every table (functional runs keep the tables in memory); ``reuse``
+    sets the share of a batch's distinct rows the previous batch touched (None: by
+    popularity alone) and ``zipf`` the popularity exponent (None: the default 1.05)."""
 
     model: str | ModelSpec = "rm1"
     batch_size: int | None = None
     seed: int = 1
     rows: int | None = None
+    reuse: float | None = None
+    zipf: float | None = None
 
     @property
     def spec(self) -> ModelSpec:

@@ -71,6 +71,11 @@ class TrainingBoard(SimObject):
             "Ratio",
             lambda: self.reusedRows.total / max(self.uniqueRows.total, 1),
         )
+        self.intraBatchReuse = self.average(
+            "intraBatchReuse",
+            "share of a batch's lookups that repeat a row the batch already looked up",
+            "Ratio",
+        )
 
     # ----- wiring ---------------------------------------------------------------
     def connect(self, engine: Engine, scheduler: Scheduler, spec, batch_size: int) -> None:
@@ -112,6 +117,8 @@ class TrainingBoard(SimObject):
         n = demand.batch
         prev = self._history[-1] if self._history else None
         self.lookupsPerBatch.sample(demand.lookup.lookups)
+        lookups = max(int(demand.lookup.lookups), 1)
+        self.intraBatchReuse.sample(1 - len(demand.lookup.unique_rows) / lookups)
         if prev is not None:
             self.uniqueRows.sample(len(demand.lookup.unique_rows))
             self.reusedRows.sample(demand.lookup.reused_rows)
