@@ -24,6 +24,7 @@ from test_sweep_bad_input import spec_file  # noqa: E402
 from simulate import cli, job, simulator  # noqa: E402
 from simulate.sweeps import runner, store  # noqa: E402
 from simulate.sweeps.spec import load_sweep  # noqa: E402
+from workloads.inputs import InputGenerator  # noqa: E402
 
 ENTRY_POINTS = [
     *sorted((ROOT / "configs").glob("*.py")),
@@ -95,7 +96,7 @@ def test_a_dropped_interrupt_prints_nothing_but_other_finalizer_errors_do(monkey
 def drop_at_batch(monkeypatch):
     """Drop a Ctrl-C while batch ``at`` is generated; returns the batches generated."""
     generated: list[int] = []
-    real = job.InputGenerator.batch
+    real = InputGenerator.batch
 
     def arm(at: int) -> list[int]:
         def batch(self, n: int):
@@ -104,7 +105,7 @@ def drop_at_batch(monkeypatch):
                 drop_interrupt()
             return real(self, n)
 
-        monkeypatch.setattr(job.InputGenerator, "batch", batch)
+        monkeypatch.setattr(InputGenerator, "batch", batch)
         return generated
 
     return arm
