@@ -146,9 +146,10 @@ class TrainingBoard(SimObject):
             "lookup",
             "embedding",
             n,
-            self.embedding_resource,
+            self.lookup_resource,
             lambda now: self.lookup(demand),
             deps=[indices, *self.lookup_deps(prev)],
+            start_with=self.lookup_start(prev),
         )
         pooled_ready = self.pooled_ready(demand, lookup, prev)
         to_gpu = s.op(
@@ -211,6 +212,12 @@ class TrainingBoard(SimObject):
     def indices_resource(self) -> str | None:
         return self.to_mem_resource
 
+    @property
+    def lookup_resource(self) -> str:
+        """The unit that runs the lookup: the embedding unit, unless a board gives the
+        lookup a pipeline of its own (to run beside the previous batch's update)."""
+        return self.embedding_resource
+
     def table_memory(self):
         raise NotImplementedError
 
@@ -242,6 +249,11 @@ class TrainingBoard(SimObject):
     def lookup_deps(self, prev: BatchOps | None) -> list[Op]:
         """Strict ordering: a lookup reads the table after the previous update."""
         return [prev.update] if prev is not None else []
+
+    def lookup_start(self, prev: BatchOps | None) -> Op | None:
+        """An op the lookup may start with (it then waits for that op's start, not
+        its end, besides ``lookup_deps``); None: none."""
+        return None
 
     def pooled_ready(self, demand, lookup: Op, prev: BatchOps | None) -> Op:
         return lookup

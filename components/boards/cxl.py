@@ -119,9 +119,26 @@ class CxlBBoard(CxlDBoard):
     """
 
     system = "cxl-b"
+    lookup_resource = "cxl_mem.gather"
 
     def next_batch_gate(self, prev: BatchOps | None) -> list[Op]:
         return []
+
+    def resources(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys((*super().resources(), self.lookup_resource)))
+
+    # ----- line-level read-after-write --------------------------------------------------
+    def lookup_deps(self, prev: BatchOps | None) -> list[Op]:
+        """Lookup N+1 waits for the update before batch N's, whose rows it may read."""
+        before = self._history[-2] if prev is not None and len(self._history) >= 2 else None
+        return [before.update] if before is not None else []
+
+    def lookup_start(self, prev: BatchOps | None) -> Op | None:
+        """Strict, line by line: the engine issues lookup N+1 right after batch N's update
+        (on a gather pipeline of its own, sharing the lanes and the PMEM through the flow
+        network). Reads of lines the update has not written and drained wait for those
+        writes (the device's read-after-write gates); reads of other lines go ahead."""
+        return prev.update if prev is not None else None
 
     def mlp_update_deps(self, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
         """Start both undo logs once the lookup has read the batch's indices: the update
@@ -236,11 +253,10 @@ class CxlBoard(CxlBBoard):
         super().connect(engine, scheduler, spec, batch_size)
         self.gpu.check_fits(2 * spec.mlp_param_bytes, "the MLPs and their log snapshot")
 
-    def lookup_deps(self, prev: BatchOps | None) -> list[Op]:
-        if prev is None:
-            return []
-        before = self._history[-2] if len(self._history) >= 2 else None
-        return [before.update] if before is not None else []
+    lookup_resource = CxlBBoard.embedding_resource  # relaxed: ahead of the update, no RAW
+
+    def lookup_start(self, prev: BatchOps | None) -> Op | None:
+        return None
 
     def update(self, demand) -> Stage:
         """The update; it also corrects the next batch's held bags (``pooled_ready``
