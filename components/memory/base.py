@@ -141,8 +141,10 @@ class WriteStream:
         writes: np.ndarray,
         per_write: np.ndarray,
         visible: np.ndarray,
+        window: float = math.inf,
     ) -> None:
         self.device, self.addresses, self.size = device, addresses, size
+        self.window = window  # the requester's outstanding requests (inf: no bound)
         self.writes, self.per_write = writes, per_write  # per controller: media writes, ticks
         self.held = writes - visible  # per controller, writes that wait in the WPQ to drain
         self.accept, self.issue, self.lines, self.key = accept, issue, lines, key
@@ -203,11 +205,13 @@ class WriteStream:
         flow stopped early (its window closed) wrote only the requests it reached."""
         reached = self.accept <= flow.done + 1e-9
         self.persisted = int(reached.sum())
-        issued = flow.start + self.issue[reached]
-        accepted = np.maximum(flow.tick_at(self.accept[reached]), issued)
+        idle_issue = flow.start + self.issue
+        accepted_all = np.maximum(flow.tick_at(np.minimum(self.accept, flow.done)), idle_issue)
+        accepted = accepted_all[reached]
         if self.device._domain() == "adr":  # durable once the WPQ has accepted it
             ticks = accepted + self.offset + self.device.write_latency
         else:  # eADR / GPF: durable once issued (caches and buffers are in the domain)
+            issued = self._issued(flow, idle_issue, accepted_all)[reached]
             ticks = np.minimum(issued, accepted) + self.offset
         persisted = PersistedWrites(
             flow.owner,
@@ -228,6 +232,22 @@ class WriteStream:
         for fraction, event in pending:
             chained = network.milestone(self.drain, fraction)
             chained.callbacks.append(lambda _e, event=event: event.succeed())
+
+    def _issued(self, flow: Flow, idle: np.ndarray, accepted: np.ndarray) -> np.ndarray:
+        """When each request really left the issuer, from the served progress: a
+        requester with ``window`` requests in flight issues request k once request
+        k - window has been accepted (not before its idle schedule, nor before request
+        k - 1: requests leave in order), so load that
+        slows acceptance delays the issue; one without a window issues as the stream is
+        served (request k at the progress of the k requests before it)."""
+        count = idle.size
+        if not math.isfinite(self.window):
+            return flow.tick_at(np.arange(count) / max(count, 1))
+        lag = int(self.window)
+        issued = idle.copy()
+        if lag < count:
+            issued[lag:] = np.maximum(idle[lag:], accepted[: count - lag])
+        return np.maximum.accumulate(issued)  # requests leave in order
 
     def _drained(self, _flow: Flow) -> None:
         """No read waits on a drained stream: its per-request arrays go now, not when
@@ -479,6 +499,7 @@ class MemoryDevice(SimObject):
             writes_c,
             np.divide(need_c, writes_c, out=np.zeros(n), where=writes_c > 0),
             visible_c,
+            window,
         )
         turn = self._turn(need_c, plan.count_c)
         stream.drain.weight = turn or 1.0  # the drain needs only the controllers
