@@ -60,7 +60,7 @@ class NearMemoryEngine(SimObject):
     def __init__(self, **overrides: Any) -> None:
         super().__init__(**overrides)
         self.busyTicks = self.scalar("busyTicks", "ticks the FP32 lanes were busy", "Tick")
-        self.flops = self.scalar("flops", "floating-point operations", "Count")
+        self.flops = self.scalar("flops", "floating-point operations", "Count", served=True)
         self.rowsCopied = self.scalar("rowsCopied", "rows copied to the embedding log", "Count")
         self.mlpBytesExpected = self.scalar(
             "mlpBytesExpected", "MLP size counter: bytes the MLP log needs", "Byte"
@@ -68,7 +68,7 @@ class NearMemoryEngine(SimObject):
         self.mlpBytesReceived = self.scalar(
             "mlpBytesReceived", "MLP size counter: bytes written to the MLP log", "Byte"
         )
-        self.dynamicEnergy = self.scalar("dynamicEnergy", "arithmetic energy", "Joule")
+        self.dynamicEnergy = self.scalar("dynamicEnergy", "arithmetic energy", "Joule", served=True)
 
     def window(self, row_bytes: int) -> int:
         """Rows in flight: request tags, and rows the scratchpad can hold."""

@@ -82,7 +82,9 @@ class CxlSwitch(SimObject):
 
     def __init__(self, **overrides: Any) -> None:
         super().__init__(**overrides)
-        self.bytesForwarded = self.scalar("bytesForwarded", "payload bytes switched", "Byte")
+        self.bytesForwarded = self.scalar(
+            "bytesForwarded", "payload bytes switched", "Byte", served=True
+        )
 
 
 class CxlPath:
@@ -219,8 +221,12 @@ class Dcoh(SimObject):
 
     def __init__(self, **overrides: Any) -> None:
         super().__init__(**overrides)
-        self.linesRead = self.scalar("linesRead", "64 B lines read over CXL.cache", "Count")
-        self.linesFlushed = self.scalar("linesFlushed", "dirty 64 B lines flushed", "Count")
+        self.linesRead = self.scalar(
+            "linesRead", "64 B lines read over CXL.cache", "Count", served=True
+        )
+        self.linesFlushed = self.scalar(
+            "linesFlushed", "dirty 64 B lines flushed", "Count", served=True
+        )
 
     def read(self, path: CxlPath, nbytes: int) -> Stage:
         """Read nbytes of lines: D2H Req (RdShared) out, H2D Data (header + 64 B) back."""

@@ -59,13 +59,17 @@ class SerialLink(SimObject):
 
     def __init__(self, **overrides) -> None:
         super().__init__(**overrides)
-        self.bytes = self.vector("bytes", "payload bytes carried", "Byte", DIRECTIONS)
-        self.flits = self.vector("flits", "flits (or TLPs) sent", "Count", DIRECTIONS)
+        self.bytes = self.vector("bytes", "payload bytes carried", "Byte", DIRECTIONS, served=True)
+        self.flits = self.vector("flits", "flits (or TLPs) sent", "Count", DIRECTIONS, served=True)
         self.wireBytes = self.vector(
-            "wireBytes", "bytes on the wire incl. overhead", "Byte", DIRECTIONS
+            "wireBytes", "bytes on the wire incl. overhead", "Byte", DIRECTIONS, served=True
         )
-        self.busyTicks = self.vector("busyTicks", "serialization ticks", "Tick", DIRECTIONS)
-        self.dynamicEnergy = self.scalar("dynamicEnergy", "energy of bits moved", "Joule")
+        self.busyTicks = self.vector(
+            "busyTicks", "serialization ticks", "Tick", DIRECTIONS, served=True
+        )
+        self.dynamicEnergy = self.scalar(
+            "dynamicEnergy", "energy of bits moved", "Joule", served=True
+        )
 
     # ----- derived, from current parameter values -----------------------------------
     @property
@@ -128,7 +132,7 @@ class SerialLink(SimObject):
             (self.wireBytes, wire),
             (self.busyTicks, busy),
         ):
-            vector.values[index] += amount
+            vector.add_at(index, amount)
         self.dynamicEnergy += wire * 8 * self.energy_per_bit
         return busy
 

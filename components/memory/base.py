@@ -79,20 +79,33 @@ class MemoryController(SimObject):
 
     def __init__(self, **overrides: Any) -> None:
         super().__init__(**overrides)
-        self.bytesRead = self.scalar("bytesRead", "bytes requested by reads", "Byte")
-        self.bytesWritten = self.scalar("bytesWritten", "bytes requested by writes", "Byte")
+        self.bytesRead = self.scalar("bytesRead", "bytes requested by reads", "Byte", served=True)
+        self.bytesWritten = self.scalar(
+            "bytesWritten", "bytes requested by writes", "Byte", served=True
+        )
         self.mediaBytesRead = self.scalar(
-            "mediaBytesRead", "bytes read from the media (incl. read-modify-write)", "Byte"
+            "mediaBytesRead",
+            "bytes read from the media (incl. read-modify-write)",
+            "Byte",
+            served=True,
         )
-        self.mediaBytesWritten = self.scalar("mediaBytesWritten", "bytes written to media", "Byte")
-        self.readReqs = self.scalar("readReqs", "line accesses by reads", "Count")
-        self.writeReqs = self.scalar("writeReqs", "line accesses by writes", "Count")
-        self.bufferHits = self.scalar("bufferHits", "reads served by the line buffer", "Count")
+        self.mediaBytesWritten = self.scalar(
+            "mediaBytesWritten", "bytes written to media", "Byte", served=True
+        )
+        self.readReqs = self.scalar("readReqs", "line accesses by reads", "Count", served=True)
+        self.writeReqs = self.scalar("writeReqs", "line accesses by writes", "Count", served=True)
+        self.bufferHits = self.scalar(
+            "bufferHits", "reads served by the line buffer", "Count", served=True
+        )
         self.combinedWrites = self.scalar(
-            "combinedWrites", "writes merged into a buffered line", "Count"
+            "combinedWrites", "writes merged into a buffered line", "Count", served=True
         )
-        self.rmwReads = self.scalar("rmwReads", "partial-line writes needing a media read", "Count")
-        self.rawStalls = self.scalar("rawStalls", "reads of lines still draining", "Count")
+        self.rmwReads = self.scalar(
+            "rmwReads", "partial-line writes needing a media read", "Count", served=True
+        )
+        self.rawStalls = self.scalar(
+            "rawStalls", "reads of lines still draining", "Count", served=True
+        )
         self.readAmplification = self.formula(
             "readAmplification",
             "media bytes read per requested byte",
@@ -286,7 +299,9 @@ class MemoryDevice(SimObject):
 
     def __init__(self, **overrides: Any) -> None:
         super().__init__(**overrides)
-        self.dynamicEnergy = self.scalar("dynamicEnergy", "media access energy", "Joule")
+        self.dynamicEnergy = self.scalar(
+            "dynamicEnergy", "media access energy", "Joule", served=True
+        )
         self.readOps = self.scalar("readOps", "read ops (request streams)", "Count")
         self.writeOps = self.scalar("writeOps", "write ops (request streams)", "Count")
         object.__setattr__(self, "_active_writes", [])

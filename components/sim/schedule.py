@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from components.sim.engine import Engine
 from components.sim.flows import Flow, FlowNetwork
+from components.sim.stats import ledger, refund
 
 
 @dataclass(eq=False)
@@ -40,6 +41,7 @@ class Stage:
     latency: int = 0
     gates: list = field(default_factory=list)
     progress: float = 1.0
+    booked: list = field(default_factory=list)  # served-work stats booked when built
 
 
 Body = Callable[[int], "int | Stage | Iterator[Stage]"]
@@ -159,22 +161,28 @@ class Scheduler:
         flows: list[Flow] = []
         self.current = record.uid
         try:
-            work = body(self.engine.now)
+            with ledger() as booked:
+                work = body(self.engine.now)
         finally:
             self.current = None
+        if isinstance(work, Stage):
+            work.booked = booked
         if isinstance(work, (int, Stage)):
             work = _once(work)
         progress = None
         while True:
             self.current = record.uid
             try:
-                stage = work.send(progress) if progress is not None else next(work)
+                with ledger() as booked:
+                    stage = work.send(progress) if progress is not None else next(work)
             except StopIteration:
                 break
             finally:
                 self.current = None
             if isinstance(stage, int):
                 stage = Stage(latency=stage)
+            elif booked:
+                stage.booked = stage.booked + booked
             yield from self._stage(record, stage, flows, until)
             progress = stage.progress
         ticks = self.engine.now - record.start
@@ -199,6 +207,7 @@ class Scheduler:
                 yield self.engine.any_of([served, until.done])
                 if not served.triggered:
                     stage.progress = min(self.network.stop(f) for f in stage.flows)
+                    refund(stage.booked, stage.progress)
                     return
             else:
                 yield served

@@ -105,14 +105,16 @@ class SimObject:
         self._stats.append(stat)
         return stat
 
-    def scalar(self, name: str, desc: str, unit: str) -> Scalar:
-        return self._register(Scalar(name, desc, unit))
+    def scalar(self, name: str, desc: str, unit: str, served: bool = False) -> Scalar:
+        """``served``: it counts work a stage does (bytes, accesses, energy), which a
+        stage stopped early books only in part (components/sim/stats.py ``refund``)."""
+        return self._register(Scalar(name, desc, unit, served))
 
     def average(self, name: str, desc: str, unit: str) -> Average:
         return self._register(Average(name, desc, unit))
 
-    def vector(self, name: str, desc: str, unit: str, labels) -> Vector:
-        return self._register(Vector(name, desc, unit, labels))
+    def vector(self, name: str, desc: str, unit: str, labels, served: bool = False) -> Vector:
+        return self._register(Vector(name, desc, unit, labels, served))
 
     def formula(self, name: str, desc: str, unit: str, fn) -> Formula:
         return self._register(Formula(name, desc, unit, fn))

@@ -7,16 +7,51 @@ Python numbers so that two runs with the same seed dump byte-identical files.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
+WHOLE_UNITS = ("Byte", "Count", "Tick")  # a stopped stage serves these in whole units
+_ledgers: list[list] = []  # open ledgers of served-work bookings, innermost last
+
+
+@contextlib.contextmanager
+def ledger() -> Iterator[list]:
+    """Collect the served-work stats booked inside the block (a stage being built):
+    if the stage is stopped early, ``refund`` takes back what it did not serve."""
+    entries: list = []
+    _ledgers.append(entries)
+    try:
+        yield entries
+    finally:
+        _ledgers.pop()
+
+
+def refund(entries: list, progress: float) -> None:
+    """Scale the bookings of a stage stopped at ``progress`` of its work to what it
+    served (bytes, counts and ticks stay whole: the unserved share is rounded)."""
+    for stat, index, amount in entries:
+        cut = amount * (1.0 - progress)
+        if stat.unit in WHOLE_UNITS:
+            cut = round(cut)
+        if index is None:
+            stat.value -= cut
+        else:
+            stat.values[index] -= cut
+
+
+def _book(stat: Stat, index: int | None, amount) -> None:
+    if _ledgers and stat.served:
+        _ledgers[-1].append((stat, index, amount))
+
 
 class Stat:
-    def __init__(self, name: str, desc: str, unit: str) -> None:
+    def __init__(self, name: str, desc: str, unit: str, served: bool = False) -> None:
         self.name, self.desc, self.unit = name, desc, unit
+        self.served = served  # counts work a stopped stage may only partly serve
 
     def rows(self, prefix: str) -> list[tuple[str, float, str, str]]:
         raise NotImplementedError
@@ -25,12 +60,13 @@ class Stat:
 class Scalar(Stat):
     """A counter or a value set once (bytes read, ticks busy)."""
 
-    def __init__(self, name: str, desc: str, unit: str) -> None:
-        super().__init__(name, desc, unit)
+    def __init__(self, name: str, desc: str, unit: str, served: bool = False) -> None:
+        super().__init__(name, desc, unit, served)
         self.value: float = 0
 
     def __iadd__(self, amount: float) -> Scalar:
         self.value += amount
+        _book(self, None, amount)
         return self
 
     def set(self, value: float) -> None:
@@ -63,13 +99,20 @@ class Average(Stat):
 class Vector(Stat):
     """Named buckets (per controller, per op); dumps each bucket and the total."""
 
-    def __init__(self, name: str, desc: str, unit: str, labels: Sequence[str]) -> None:
-        super().__init__(name, desc, unit)
+    def __init__(
+        self, name: str, desc: str, unit: str, labels: Sequence[str], served: bool = False
+    ) -> None:
+        super().__init__(name, desc, unit, served)
         self.labels = list(labels)
         self.values = np.zeros(len(self.labels), dtype=np.float64)
 
     def add(self, amounts) -> None:
         self.values += np.asarray(amounts, dtype=np.float64)
+
+    def add_at(self, index: int, amount: float) -> None:
+        """One bucket's increment (booked as served work where the vector counts it)."""
+        self.values[index] += amount
+        _book(self, index, amount)
 
     def __getitem__(self, label: str) -> float:
         return float(self.values[self.labels.index(label)])
