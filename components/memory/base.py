@@ -167,6 +167,7 @@ class WriteStream:
         self.offset = 0  # ticks between the flow's progress and this stream's issue
         self.persisted = 0  # requests accepted (all, unless the flow was stopped)
         self._waiting: list[tuple[float, object]] = []
+        self._last: tuple[np.ndarray, np.ndarray] | None = None
         self.drain.on_end.append(self._drained)
 
     def attach(self, flow: Flow, offset: int) -> None:
@@ -183,6 +184,21 @@ class WriteStream:
         if self.drain.start >= 0:
             return 1.0 + self.drain.done
         return self.visible.done if self.visible is not None else 0.0
+
+    def pending_lines(self) -> tuple[np.ndarray, np.ndarray]:
+        """The lines whose writes have not all drained, sorted, each with its last
+        write's drain key. A line is pending exactly while that key is ahead of the
+        drain: while most of the stream is pending (a read beside the whole stream) the
+        stream's lines are sorted once and filtered; a drain's tail is sorted alone."""
+        position = self.position() + 1e-12
+        if self._last is None:
+            pending = self.key > position
+            if 2 * int(pending.sum()) < self.key.size:
+                return last_write_keys(self.lines[pending], self.key[pending])
+            self._last = last_write_keys(self.lines, self.key)
+        waiting, keys = self._last
+        live = keys > position
+        return waiting[live], keys[live]
 
     def drained(self, key: float):
         """Event that fires once every line up to drain position ``key`` has drained."""
@@ -268,6 +284,7 @@ class WriteStream:
         RM2 on cxl until a full collection)."""
         self.device._active_writes.remove(self)
         self.addresses = self.accept = self.issue = self.lines = self.key = _NOTHING
+        self._last = None
 
 
 class MemoryDevice(SimObject):
@@ -665,10 +682,9 @@ class MemoryDevice(SimObject):
         for stream in self._active_writes:
             if stream.span[1] < low or stream.span[0] > high:
                 continue
-            pending = stream.key > stream.position() + 1e-12
-            if not pending.any():
+            waiting, keys = stream.pending_lines()
+            if not waiting.size:
                 continue
-            waiting, keys = last_write_keys(stream.lines[pending], stream.key[pending])
             match, idx = held_by(waiting, lines.line)
             if match.any():
                 stalled |= match
