@@ -16,7 +16,6 @@ from typing import Any
 from components.gem5.ops import Unrealizable, check_realizable, plan_ops, sampled
 from components.gem5.record import RecordingScheduler, record_devices
 from components.sim.engine import Engine
-from simulate.cli import raise_received
 from simulate.configure import (
     batch_size_of,
     connected_board,
@@ -24,8 +23,8 @@ from simulate.configure import (
     prepare,
     resolve_spec,
 )
+from simulate.host import drive_batches
 from simulate.options import RunOptions, parse_run_options
-from workloads.opgraph import build_demand
 
 START_TICK = 1000  # 1 ns: a generator refused at tick 0 trips BaseTrafficGen's retry assert
 
@@ -53,19 +52,11 @@ def record_builtin(options: RunOptions):
     inputs = input_generator(options, spec, batch_size)
     demands = {}
 
-    def host():
-        previous = None
-        for n in range(options.batches):
-            raise_received()  # a Ctrl-C or SIGTERM that a finalizer dropped stops here
-            batch = inputs.batch(n)
-            demands[n] = build_demand(spec, batch, n, previous)
-            ops = board.issue_batch(demands[n])
-            previous = batch
-            yield ops.lookup.done  # as simulate/job.py: the next batch once this lookup ends
-            scheduler.created_after = ops.lookup.record.uid
+    def issued(n: int, demand, ops) -> None:
+        demands[n] = demand
+        scheduler.created_after = ops.lookup.record.uid  # later ops: the next batch's
 
-    engine.process(host())
-    engine.run()
+    drive_batches(engine, board, spec, inputs, range(options.batches), issued=issued)
     return board, scheduler.traces, demands
 
 

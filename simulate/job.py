@@ -8,14 +8,12 @@ batches whatever --batches is. Outputs go to --outdir in gem5's layout.
 from __future__ import annotations
 
 import resource
-import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm import tqdm
 
 from components import gem5
 from components.boards.base import TrainingBoard
@@ -24,7 +22,6 @@ from components.sim.engine import Engine
 from components.sim.outputs import global_rows, write_outdir
 from components.sim.schedule import Scheduler, critical_path
 from components.sim.units import ticks_to_ms
-from simulate.cli import raise_received
 from simulate.configure import (
     batch_size_of,
     connected_board,
@@ -34,10 +31,10 @@ from simulate.configure import (
     resolve_spec,
 )
 from simulate.failures import failure_field, record_run
+from simulate.host import drive_batches
 from simulate.options import RunOptions
 from simulate.preflight import check_paths, failure_run
 from workloads.models import ModelSpec
-from workloads.opgraph import build_demand
 from workloads.training import FunctionalTrainer
 
 BREAKDOWN = ("embedding", "transfer", "bottom_mlp", "top_mlp", "checkpoint", "contention")
@@ -97,32 +94,10 @@ def _simulate(options: RunOptions):
         if options.functional
         else None
     )
-    ends = []
-    progress = tqdm(
-        total=options.batches,
-        desc=f"{options.system}/{options.model}",
-        unit="batch",
-        disable=not options.progress,
-        file=sys.stderr,
-        leave=False,
-    )
-
-    def host():
-        previous = None
-        for n in range(options.batches):
-            raise_received()  # a Ctrl-C or SIGTERM that a finalizer dropped stops here
-            batch = generator.batch(n)
-            if trainer is not None:
-                trainer.step(batch)
-            ops = board.issue_batch(build_demand(spec, batch, n, previous))
-            ends.append(ops.end)
-            previous = batch
-            yield ops.lookup.done
-            progress.update(1)
-
-    engine.process(host())
-    engine.run()
-    progress.close()
+    ends = drive_batches(
+        engine, board, spec, generator, range(options.batches), trainer=trainer,
+        desc=f"{options.system}/{options.model}", progress=options.progress,
+    )  # fmt: skip
     return spec, batch_size, board, scheduler, ends, trainer, generator, engine.now
 
 

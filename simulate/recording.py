@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
-from tqdm import tqdm
 
 from components.boards.base import TrainingBoard
 from components.persistence.image import ImageLayout, PmemImage
@@ -31,13 +29,12 @@ from components.persistence.protocols import (
 )
 from components.sim.engine import Engine
 from components.sim.schedule import OpRecord, Scheduler
-from simulate.cli import raise_received
 from simulate.configure import connected_board, input_generator, prepare, resolve_functional
+from simulate.host import drive_batches
 from simulate.options import RunOptions
 from workloads.dlrm import DLRM
 from workloads.inputs import InputGenerator
 from workloads.models import ModelSpec
-from workloads.opgraph import build_demand
 from workloads.training import DEFAULT_LR, FunctionalTrainer
 
 
@@ -234,31 +231,10 @@ def run_stretch(
         model.load_state(weights)
     trainer = FunctionalTrainer(model, relaxed=options.system == "cxl")
     generator = input_generator(options, spec, batch_size)
-    ends = []
-    progress = tqdm(
-        total=options.batches - start,
-        desc=f"{options.system}/{options.model} recorded",
-        unit="batch",
-        disable=not options.progress,
-        file=sys.stderr,
-        leave=False,
-    )
-
-    def host():
-        previous = generator.batch(start - 1) if start > 0 else None
-        for n in range(start, options.batches):
-            raise_received()  # a Ctrl-C or SIGTERM that a finalizer dropped stops here
-            batch = generator.batch(n)
-            trainer.step(batch)
-            ops = board.issue_batch(build_demand(spec, batch, n, previous))
-            ends.append(ops.end)
-            previous = batch
-            yield ops.lookup.done
-            progress.update(1)
-
-    engine.process(host())
-    engine.run()
-    progress.close()
+    ends = drive_batches(
+        engine, board, spec, generator, range(start, options.batches), trainer=trainer,
+        desc=f"{options.system}/{options.model} recorded", progress=options.progress,
+    )  # fmt: skip
     trainer.flush()
     facts = {}
     for k, (rows, old, new, old_acc, new_acc) in enumerate(model.row_updates):

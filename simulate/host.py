@@ -1,0 +1,63 @@
+"""The host side of a run: each batch's inputs, numerics and ops, one batch ahead.
+
+Batch N+1 is generated, trained on (with real numerics) and issued once batch N's
+lookup is done, as the training framework would hand the next batch to the devices:
+memory stays bounded by a few batches whatever the run's length. The plain run, the
+recorded runs of the failure model and the gem5 replay all drive a board this way.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+from tqdm import tqdm
+
+from components.boards.base import BatchOps, TrainingBoard
+from components.sim.engine import Engine
+from simulate.cli import raise_received
+from workloads.models import ModelSpec
+from workloads.opgraph import BatchDemand, build_demand
+
+
+def drive_batches(
+    engine: Engine,
+    board: TrainingBoard,
+    spec: ModelSpec,
+    generator,
+    batches: range,
+    *,
+    trainer=None,
+    desc: str = "",
+    progress: bool = False,
+    issued: Callable[[int, BatchDemand, BatchOps], None] | None = None,
+) -> list:
+    """Run ``batches`` on ``board`` to the end of the simulation; returns each batch's
+    end op. ``trainer`` steps the numerics of each batch before its ops are issued;
+    ``issued`` hears each batch's demand and ops once its lookup is done."""
+    ends = []
+    bar = tqdm(
+        total=len(batches), desc=desc, unit="batch", disable=not progress, file=sys.stderr,
+        leave=False,
+    )  # fmt: skip
+
+    def host():
+        previous = generator.batch(batches.start - 1) if batches.start > 0 else None
+        for n in batches:
+            raise_received()  # a Ctrl-C or SIGTERM that a finalizer dropped stops here
+            batch = generator.batch(n)
+            if trainer is not None:
+                trainer.step(batch)
+            demand = build_demand(spec, batch, n, previous)
+            ops = board.issue_batch(demand)
+            ends.append(ops.end)
+            previous = batch
+            yield ops.lookup.done
+            if issued is not None:
+                issued(n, demand, ops)
+            bar.update(1)
+
+    engine.process(host())
+    engine.run()
+    bar.close()
+    return ends
