@@ -35,7 +35,7 @@ from simulate.cli import raise_received
 from simulate.configure import connected_board, input_generator, prepare, resolve_functional
 from simulate.options import RunOptions
 from workloads.dlrm import DLRM
-from workloads.inputs import InputGenerator
+from workloads.inputs import BatchSource
 from workloads.models import ModelSpec
 from workloads.opgraph import build_demand
 from workloads.training import DEFAULT_LR, FunctionalTrainer
@@ -161,7 +161,7 @@ class Stretch:
     model: RecordingDLRM
     end_tick: int
     trainer: FunctionalTrainer
-    generator: InputGenerator
+    generator: BatchSource
     layout: ImageLayout
     ends: list = field(default_factory=list)
 
