@@ -22,6 +22,7 @@ from components.sim.params import ConfigError
 from components.sim.units import UnitError
 from simulate.options import QuietParser, UsageError
 from workloads.models import ModelSpecError, UnknownModelError
+from workloads.traces import TraceError
 from workloads.training import TrainingDiverged
 
 __all__ = [
@@ -44,6 +45,7 @@ INPUT_ERRORS: tuple[type[Exception], ...] = (
     CorruptImage,
     json.JSONDecodeError,
     TrainingDiverged,
+    TraceError,
 )
 """What a user's input can raise: reported as one line, exit 2 (a run that diverges
 counts: its options, e.g. a --set, made it unstable)."""

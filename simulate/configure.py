@@ -15,17 +15,24 @@ from components.boards.base import TrainingBoard
 from components.sim.engine import Engine
 from components.sim.schedule import Scheduler
 from simulate.options import SYSTEMS, RunOptions, UsageError
-from workloads.inputs import DEFAULT_ZIPF_EXPONENT, InputGenerator
+from workloads.inputs import DEFAULT_ZIPF_EXPONENT, BatchSource, InputGenerator
 from workloads.models import DEFAULT_BATCH_SIZE, ModelSpec, get_model
+from workloads.traces import open_trace, trace_pooling
 
 FUNCTIONAL_DEFAULT_ROWS = 100_000  # rows per table when real numerics must fit in memory
 
 
 def resolve_spec(options: RunOptions) -> ModelSpec:
-    """The model, its tables capped by --rows (or the functional default)."""
+    """The model, its tables capped by --rows (or the functional default). With --trace,
+    its lookups per table are the trace's bound (the boards size per-batch buffers and
+    the image's update logs by them)."""
     spec = options.spec or get_model(options.model)
     rows = options.rows or (FUNCTIONAL_DEFAULT_ROWS if options.functional else None)
-    return spec.capped(rows) if rows else spec
+    spec = spec.capped(rows) if rows else spec
+    if options.trace is not None:
+        pooling = trace_pooling(options.trace, spec, batch_size_of(options))
+        spec = replace(spec, lookups_per_table=pooling)
+    return spec
 
 
 def resolve_functional(options: RunOptions) -> tuple[ModelSpec, int]:
@@ -33,8 +40,15 @@ def resolve_functional(options: RunOptions) -> tuple[ModelSpec, int]:
     return resolve_spec(replace(options, functional=True)), batch_size_of(options)
 
 
-def input_generator(options: RunOptions, spec: ModelSpec, batch_size: int) -> InputGenerator:
-    """The run's inputs: every path that replays a batch must draw the same one."""
+def input_generator(options: RunOptions, spec: ModelSpec, batch_size: int) -> BatchSource:
+    """The run's inputs: every path that replays a batch must draw the same one. With
+    --trace, the trace's reader; an FBGEMM trace's dense features and labels are the
+    seeded generator's (its lookups, drawn one per bag, are not used)."""
+    if options.trace is not None:
+        synthetic = InputGenerator(
+            replace(spec, lookups_per_table=1), batch_size, seed=options.seed
+        )
+        return open_trace(options.trace, spec, batch_size, synthetic)
     zipf = DEFAULT_ZIPF_EXPONENT if options.zipf is None else options.zipf
     return InputGenerator(
         spec, batch_size, seed=options.seed, zipf_exponent=zipf, reuse=options.reuse

@@ -47,6 +47,8 @@ class RunOptions:
     rows: int | None = None
     reuse: float | None = None
     zipf: float | None = None
+    trace: str | None = None
+    """A trace file whose lookups feed the run (workloads/traces.py); None: generated."""
     fail_at: list[str] = field(default_factory=list)
     fail_random: int = 0
     pmem_image: str | None = None
@@ -122,6 +124,16 @@ _RUN_ARGUMENTS: list[tuple[tuple[str, ...], dict]] = [
             metavar="S",
             help=f"power-law exponent of row popularity, in (0, {MAX_ZIPF_EXPONENT:g}] "
             f"(default {DEFAULT_ZIPF_EXPONENT})",
+        ),
+    ),
+    (
+        ("--trace",),
+        dict(
+            default=None,
+            metavar="PATH",
+            help="take the batches' lookups from a trace: FBGEMM indices/offsets/lengths "
+            "(dlrm_datasets .pt, .pt.gz, or .npz) or Criteo TSV (.tsv, .txt, day_N, also "
+            ".gz); batch k is samples [k*B, (k+1)*B), cycling (docs/workloads.md)",
         ),
     ),
     (
@@ -213,6 +225,11 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         raise UsageError(f"--reuse must be in [0, 1], got {args.reuse}")
     if args.zipf is not None and not 0.0 < args.zipf <= MAX_ZIPF_EXPONENT:
         raise UsageError(f"--zipf must be in (0, {MAX_ZIPF_EXPONENT:g}], got {args.zipf}")
+    if args.trace is not None and not args.trace.strip():
+        raise UsageError("--trace must not be empty")
+    if args.trace is not None and (args.reuse is not None or args.zipf is not None):
+        given = "--reuse" if args.reuse is not None else "--zipf"
+        raise UsageError(f"{given} shapes generated lookups; with --trace the trace gives them")
     if not args.outdir.strip():
         raise UsageError("--outdir must not be empty")
     if args.pmem_image is not None and not args.pmem_image.strip():
@@ -237,6 +254,7 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         rows=args.rows,
         reuse=args.reuse,
         zipf=args.zipf,
+        trace=args.trace,
         fail_at=list(args.fail_at),
         fail_random=args.fail_random,
         pmem_image=args.pmem_image,

@@ -15,7 +15,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from components.compute.host import COPY_CHUNK
-from simulate.configure import FUNCTIONAL_DEFAULT_ROWS, batch_size_of, resolve_spec
+from simulate.configure import (
+    FUNCTIONAL_DEFAULT_ROWS,
+    batch_size_of,
+    input_generator,
+    resolve_spec,
+)
 from simulate.options import RunOptions, UsageError
 from workloads.models import FLOAT_BYTES, ModelSpec
 
@@ -222,10 +227,25 @@ def check_pmem_image(options: RunOptions) -> None:
         raise UsageError(f"--pmem-image {options.pmem_image}: {folder} is not writable")
 
 
+def check_trace(options: RunOptions) -> None:
+    """A trace that fits the run's model: readable, of a known format, with the model's
+    tables and at least a batch of samples, its first batch's rows inside the tables
+    (later batches are checked as they are read, with the same message)."""
+    if options.trace is None:
+        return
+    spec = functional_spec(options) if failure_run(options) else resolve_spec(options)
+    reader = input_generator(options, spec, batch_size_of(options))
+    reader.batch(0)
+    close = getattr(reader, "close", None)
+    if close is not None:
+        close()
+
+
 def check_paths(options: RunOptions, writes_outdir: bool = True) -> None:
     if writes_outdir:
         check_outdir(options.outdir)
     check_pmem_image(options)
+    check_trace(options)
 
 
 CRASH_STATES_PER_UPDATED_ROW = 4

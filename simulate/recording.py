@@ -33,7 +33,7 @@ from simulate.configure import connected_board, input_generator, prepare, resolv
 from simulate.host import drive_batches
 from simulate.options import RunOptions
 from workloads.dlrm import DLRM
-from workloads.inputs import InputGenerator
+from workloads.inputs import BatchSource
 from workloads.models import ModelSpec
 from workloads.training import DEFAULT_LR, FunctionalTrainer
 
@@ -158,7 +158,7 @@ class Stretch:
     model: RecordingDLRM
     end_tick: int
     trainer: FunctionalTrainer
-    generator: InputGenerator
+    generator: BatchSource
     layout: ImageLayout
     ends: list = field(default_factory=list)
 

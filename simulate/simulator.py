@@ -82,6 +82,7 @@ class Simulator:
             rows=workload.rows,
             reuse=workload.reuse,
             zipf=workload.zipf,
+            trace=None if workload.trace is None else os.fspath(workload.trace),
             fail_at=list(fail_at),
             fail_random=fail_random,
             pmem_image=None if pmem_image is None else os.fspath(pmem_image),

@@ -126,6 +126,24 @@ def test_ids_are_stable_and_distinct(tmp_path):
     ]
 
 
+def test_a_trace_in_fixed_loads_and_is_checked_before_any_run(tmp_path):
+    import numpy as np
+
+    trace = tmp_path / "t.npz"  # 8 tables (rmc1's) x 32 samples, one lookup per bag
+    lengths = np.ones((8, 32), dtype=np.int64)
+    offsets = np.arange(8 * 32 + 1, dtype=np.int64)
+    np.savez(trace, indices=offsets[:-1] % 64, offsets=offsets, lengths=lengths)
+    small = "model: rmc1, rows: 64, batch_size: 16"
+    sweep = sweep_of(tmp_path, f"fixed: {{trace: {trace}, {small}}}\naxes: {{system: [cxl, pmem]}}")
+    assert [r.options.trace for r in sweep.runs] == [str(trace)] * 2
+    plain = sweep_of(tmp_path, f"fixed: {{{small}}}\naxes: {{system: [cxl, pmem]}}")
+    assert {r.id for r in sweep.runs}.isdisjoint(r.id for r in plain.runs)
+    with pytest.raises(ValueError) as info:
+        sweep_of(tmp_path, f"fixed: {{trace: {trace}, model: rm1}}")
+    assert str(info.value).startswith("spec: run 0 (system cxl): --trace "), str(info.value)
+    assert str(info.value).endswith("t.npz: 8 tables, model rm1 has 20")
+
+
 def test_sbatch_directives():
     lines = sbatch_directives(
         {"time": 90, "cpus": 2, "mem": "8G", "partition": "gpu", "array_parallelism": 4},

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -46,6 +47,17 @@ class Batch:
     def bag_lengths(self) -> np.ndarray:
         """(T, B) number of lookups in every bag."""
         return np.stack([np.diff(off) for off in self.offsets])
+
+
+class BatchSource(Protocol):
+    """What a run draws its batches from: the generator, or a trace (workloads/traces.py).
+    Batch i must be the same whenever it is asked for, so recovery can replay it."""
+
+    batch_size: int
+
+    def batch(self, index: int) -> Batch: ...
+
+    def batches(self, count: int, start: int = 0) -> Iterator[Batch]: ...
 
 
 def power_law_ranks(rng: np.random.Generator, rows: np.ndarray, exponent: float) -> np.ndarray:

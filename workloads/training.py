@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from workloads.dlrm import DLRM, Grads
-from workloads.inputs import Batch, InputGenerator
+from workloads.inputs import Batch, BatchSource
 from workloads.metrics import evaluate
 from workloads.models import ModelSpec
 
@@ -105,7 +105,7 @@ class FunctionalTrainer:
             self.model.apply_rows(rows, values)
             self._pending = None
 
-    def evaluate(self, generator: InputGenerator, batches: int = 8) -> dict[str, float]:
+    def evaluate(self, generator: BatchSource, batches: int = 8) -> dict[str, float]:
         self.flush()
         held_out = generator.batches(batches, start=EVAL_BATCH_OFFSET)
         return evaluate(self.model, held_out)

@@ -1,11 +1,12 @@
 """What a simulation trains: a DLRM model and the inputs it is fed.
 
-The Python API's counterpart of --model, --batch-size, --seed and --rows: a preset by
+The Python API's counterpart of --model, --batch-size, --seed, --rows and --trace: a preset by
 name or a ModelSpec built in a script (a model no preset describes).
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from workloads.models import ModelSpec, get_model
@@ -16,7 +17,8 @@ class DlrmWorkload:
     """A DLRM training workload. ``batch_size`` None: the model's documented default;
     ``rows`` caps every table (functional runs keep the tables in memory); ``reuse``
     sets the share of a batch's distinct rows the previous batch touched (None: by
-    popularity alone) and ``zipf`` the popularity exponent (None: the default 1.05)."""
+    popularity alone) and ``zipf`` the popularity exponent (None: the default 1.05);
+    ``trace`` a trace file whose lookups feed the run instead (workloads/traces.py)."""
 
     model: str | ModelSpec = "rm1"
     batch_size: int | None = None
@@ -24,6 +26,7 @@ class DlrmWorkload:
     rows: int | None = None
     reuse: float | None = None
     zipf: float | None = None
+    trace: str | os.PathLike | None = None
 
     @property
     def spec(self) -> ModelSpec:

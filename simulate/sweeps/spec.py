@@ -217,6 +217,7 @@ def _validate_boards(runs: list[Run], origins: dict[str, str]) -> None:
                 options.functional,
                 sorted(options.sets),
                 options.fail_at,
+                options.trace,
             ]
         )
         if validate is None or key in seen:
