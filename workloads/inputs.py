@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 
@@ -49,15 +48,20 @@ class Batch:
         return np.stack([np.diff(off) for off in self.offsets])
 
 
-class BatchSource(Protocol):
+class BatchSource:
     """What a run draws its batches from: the generator, or a trace (workloads/traces.py).
-    Batch i must be the same whenever it is asked for, so recovery can replay it."""
+    Batch i must be the same whenever it is asked for, so recovery can replay it.
+    Subclasses set ``batch_size`` and give ``batch``."""
 
     batch_size: int
 
-    def batch(self, index: int) -> Batch: ...
+    def batch(self, index: int) -> Batch:
+        raise NotImplementedError
 
-    def batches(self, count: int, start: int = 0) -> Iterator[Batch]: ...
+    def batches(self, count: int, start: int = 0) -> Iterator[Batch]:
+        """Batches start .. start + count - 1, in order."""
+        for i in range(start, start + count):
+            yield self.batch(i)
 
 
 def power_law_ranks(rng: np.random.Generator, rows: np.ndarray, exponent: float) -> np.ndarray:
@@ -105,7 +109,7 @@ def _row_scores(global_rows: np.ndarray, seed: int) -> np.ndarray:
     return (u * 2.0 - 1.0) * np.sqrt(3.0)
 
 
-class InputGenerator:
+class InputGenerator(BatchSource):
     """Batches for one model: dense ~ log1p(log-normal counts), indices ~ power law over a
     per-table affine permutation of the rows (hot rows spread across the table), labels ~
     Bernoulli(sigmoid(teacher)) with a fixed linear teacher over dense + row scores."""
@@ -245,10 +249,6 @@ class InputGenerator:
         emb = bags.sum(axis=0) / np.sqrt(lengths.shape[0])
         dense = latent @ self._dense_weights
         return self.teacher_scale * (dense + emb) / np.sqrt(2.0) + self.teacher_bias
-
-    def batches(self, count: int, start: int = 0) -> Iterator[Batch]:
-        for i in range(start, start + count):
-            yield self.batch(i)
 
 
 def reuse_fraction(previous: Batch, current: Batch, table_offsets: np.ndarray) -> float:

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator
 from itertools import islice
 from typing import BinaryIO
 
 import numpy as np
 
-from workloads.inputs import Batch, InputGenerator
+from workloads.inputs import Batch, BatchSource, InputGenerator
 from workloads.models import ModelSpec
 from workloads.trace_files import FBGEMM_ARRAYS, TraceError, bag_arrays, file_stamp, open_binary
 
@@ -158,7 +157,7 @@ def _check_rows(path: str, spec: ModelSpec, table: int, rows: np.ndarray, index:
     )
 
 
-class BagTrace:
+class BagTrace(BatchSource):
     """An FBGEMM trace: table t's bags are ``offsets[t*B : (t+1)*B + 1]`` (global
     positions in ``indices``; FBGEMM's TBE layout, as fbgemm_gpu's bench utilities slice
     it), ``lengths`` (T, B) their sizes. Batch k holds samples [k*bs, (k+1)*bs) of every
@@ -210,12 +209,8 @@ class BagTrace:
         synthetic = self._synthetic.batch(index)
         return Batch(synthetic.dense, indices, offsets, synthetic.labels)
 
-    def batches(self, count: int, start: int = 0) -> Iterator[Batch]:
-        for i in range(start, start + count):
-            yield self.batch(i)
 
-
-class CriteoTrace:
+class CriteoTrace(BatchSource):
     """A Criteo TSV file, one sample per line, streamed: batch k is lines
     [k*bs, (k+1)*bs) (k modulo the file's full batches, known once its end is read).
     The open file and its position are kept, so batches asked for in increasing order
@@ -261,10 +256,6 @@ class CriteoTrace:
                 raise TraceError(
                     f"--trace {self.path}: {self._line} samples, fewer than the batch size {bs}"
                 )
-
-    def batches(self, count: int, start: int = 0) -> Iterator[Batch]:
-        for i in range(start, start + count):
-            yield self.batch(i)
 
     def _lines(self, first: int, count: int) -> list[bytes] | None:
         """Lines [first, first + count), or None when the file ends before them (then
