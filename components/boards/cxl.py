@@ -262,9 +262,9 @@ class CxlBoard(CxlBBoard):
         """The update; it also corrects the next batch's held bags (``pooled_ready``
         said how many lookups), or writes each row's delta for a correction op."""
         rows, row_bytes = self.unique_addresses(demand), self.layout.row_bytes
-        fallback = ("delta_region", 0) if self.correction == "delta_region" else ("gradient", 0)
-        how, corrections = self._corrections.pop(demand.batch, fallback)
-        if how == "delta_region":
+        unheard = None if self.correction == "delta_region" else 0  # no next batch issued
+        corrections = self._corrections.pop(demand.batch, unheard)
+        if corrections is None:
             deltas = self.layout.delta_offsets(len(rows))
             return self.nmp.update_with_deltas(self.pmem, rows, row_bytes, deltas)
         return self.nmp.update_correcting(self.pmem, rows, row_bytes, corrections)
@@ -284,14 +284,14 @@ class CxlBoard(CxlBBoard):
         self.correctedLookups += int(shared.sum())
         held = demand.lookup.pooled_bytes <= self.nmp.bag_buffer
         if self.correction == "gradient" and held:
-            self._corrections[prev.batch] = ("gradient", int(shared.sum()))
+            self._corrections[prev.batch] = int(shared.sum())
 
             def body(now: int) -> int:
                 return 0  # a join: the update did the work
 
             unit = None
         else:
-            self._corrections[prev.batch] = ("delta_region", 0)
+            self._corrections[prev.batch] = None  # the update writes the deltas instead
             self.deltaRegionBatches += 1
             deltas = self.layout.delta_offsets(len(previous_rows))[slot[shared]]
 
