@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_cli import parse_stats
 
 from components.boards.cxl import CxlBoard
 from components.sim.params import ConfigError
@@ -72,10 +73,7 @@ def _touches_delta_region(streams: list, layout) -> bool:
 
 
 def _stat(tmp_path, name: str, key: str) -> float:
-    for line in (tmp_path / name / "stats.txt").read_text().splitlines():
-        if line.startswith(key + " "):
-            return float(line.split()[1])
-    raise KeyError(key)
+    return float(parse_stats(tmp_path / name / "stats.txt")[key])
 
 
 def test_pmem_reads_are_lookup_update_and_log_copy_only(tmp_path):

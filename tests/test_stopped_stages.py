@@ -5,10 +5,10 @@ energy follows the served bytes."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
+from test_cli import parse_stats
 
 from components.memory.pmem import Pmem
 from simulate.simulator import Simulator
@@ -21,8 +21,7 @@ BATCHES = 3
 def stats(tmp_path_factory) -> dict[str, float]:
     outdir: Path = tmp_path_factory.mktemp("cxl")
     Simulator("cxl", DlrmWorkload("rm1"), BATCHES, outdir, progress=False).run()
-    rows = [line.split() for line in (outdir / "stats.txt").read_text().splitlines()]
-    return {row[0]: float(row[1]) for row in rows if len(row) > 1 and re.match(r"\w", row[0])}
+    return {name: float(value) for name, value in parse_stats(outdir / "stats.txt").items()}
 
 
 @pytest.mark.parametrize("ctrl", range(4))

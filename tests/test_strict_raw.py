@@ -7,6 +7,8 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from test_cli import parse_stats
+
 from simulate.simulator import Simulator
 from workloads.workload import DlrmWorkload
 
@@ -29,8 +31,8 @@ def _ops(outdir: Path) -> dict[tuple[str, int], tuple[float, float]]:
 
 
 def _stat_sum(outdir: Path, suffix: str) -> float:
-    rows = [line.split() for line in (outdir / "stats.txt").read_text().splitlines()]
-    return sum(float(row[1]) for row in rows if len(row) > 1 and row[0].endswith(suffix))
+    stats = parse_stats(outdir / "stats.txt")
+    return sum(float(value) for name, value in stats.items() if name.endswith(suffix))
 
 
 def test_a_lookup_starts_with_the_previous_update_not_after_it(tmp_path):

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from test_cli import parse_stats
 
 from simulate.simulator import Simulator
 from simulate.sweeps.spec import load_sweep
@@ -104,10 +105,7 @@ def test_windowed_batches_are_well_formed(reuse, zipf, batch_size, rows, seed):
 
 
 def _stat(outdir: Path, name: str) -> float:
-    for line in (outdir / "stats.txt").read_text().splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    raise KeyError(name)
+    return float(parse_stats(outdir / "stats.txt")[name])
 
 
 def test_the_stats_report_inter_and_intra_batch_reuse(tmp_path):
