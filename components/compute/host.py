@@ -122,18 +122,24 @@ class HostCpu(SimObject):
     def _persisted(self, device: MemoryDevice, write, persists: int) -> Stage:
         """A write stream that must be durable before the op ends. Byte-addressable
         memory: a clwb per line and an sfence per ``rows_per_fence`` rows; each core's
-        fences serialize (under ADR a fence waits one write latency for its flushes to
-        reach the WPQ, under eADR/GPF only ordering), overlapping the stream. A block
+        fences serialize (under ADR a fence waits for its flushes' acceptance by the WPQ:
+        one write latency idle, longer while other streams share the device, which the
+        engine works out from the shares; under eADR/GPF only ordering), overlapping the
+        stream. A block
         device: one flush command (fsync) after the stream."""
         if not getattr(device, "byte_addressable", True):
             self.persistFences += 1
             return stage(write, latency=device.idle_write_latency + self.op_overhead)
         fences = math.ceil(persists / self.rows_per_fence)
         self.persistFences += fences
-        wait = device.idle_write_latency if getattr(device, "domain", "adr") == "adr" else 0
+        adr = getattr(device, "domain", "adr") == "adr"
+        wait = device.idle_write_latency if adr else 0
         chain = fences * (wait + self.sfence_latency) / self.cores
         persisted = stage(write, latency=self.op_overhead)
-        persisted.flows[0].min_ticks = max(persisted.flows[0].min_ticks, chain)
+        flow = persisted.flows[0]
+        flow.min_ticks = max(flow.min_ticks, chain)
+        if adr:  # each fence waits for its write's acceptance, slower under load
+            flow.fence_ticks, flow.fence_chains = chain, min(self.cores, fences)
         return persisted
 
     def _compute(self, flops: float) -> dict[str, float]:

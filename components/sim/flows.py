@@ -38,7 +38,10 @@ class Flow:
     whole flow, ``min_ticks`` its own lower bound on duration, ``weight`` its share;
     ``alone_needs`` what it would need on an idle system where that differs (writes
     that found the WPQ held by others' writes), the reference its contention is
-    counted against."""
+    counted against. ``fence_ticks`` is the part of ``min_ticks`` that ``fence_chains``
+    requesters spend each waiting for its write's acceptance before issuing the next
+    (clwb + sfence chains): under load each acceptance also waits for the write's
+    slower service, so the solver stretches that bound (see ``_fence_caps``)."""
 
     needs: dict[str, float]
     min_ticks: float = 0.0
@@ -54,6 +57,8 @@ class Flow:
     alone_needs: dict[str, float] | None = None
     waited: float = 0.0
     waited_on: dict[int | None, float] = field(default_factory=dict)
+    fence_ticks: float = 0.0
+    fence_chains: int = 1
 
     def __post_init__(self) -> None:
         self.needs = {r: float(v) for r, v in self.needs.items() if v > 0}
@@ -78,9 +83,14 @@ class Flow:
     def alone_rate(self) -> float:
         """Progress per tick with every resource to itself."""
         rate = 1.0 / self.min_ticks if self.min_ticks > 0 else math.inf
-        for need in (self.alone_needs or self.needs).values():
-            rate = min(rate, 1.0 / need)
-        return rate
+        return min(rate, self.service_rate)
+
+    @property
+    def service_rate(self) -> float:
+        """Progress per tick that its resources allow alone, ignoring its own bound."""
+        return min(
+            (1.0 / need for need in (self.alone_needs or self.needs).values()), default=math.inf
+        )
 
     @property
     def alone_ticks(self) -> int:
@@ -198,10 +208,40 @@ class FlowNetwork:
                     flow.waited_on[key] = flow.waited_on.get(key, 0.0) + lost * share / total
 
     def _solve(self) -> None:
+        """Max-min shares, with every fence chain's bound stretched by the slowdown its
+        writes' service sees at the shares the flows would take unbounded."""
+        fenced = [flow for flow in self.active if flow.fence_ticks > 0 and flow.needs]
+        if not fenced:
+            self._fill({})
+            return
+        self._fill({flow: 0.0 for flow in fenced})
+        caps, bottlenecks = self._fence_caps(fenced), {f: f._bottleneck for f in fenced}
+        self._fill(caps)
+        for flow in fenced:
+            if flow._bottleneck is None and flow.rate < flow.alone_rate * (1 - 1e-9):
+                flow._bottleneck = bottlenecks[flow]  # where its acceptances waited
+
+    @staticmethod
+    def _fence_caps(fenced: list[Flow]) -> dict[Flow, float]:
+        """Each chain waits, per write, for that write's service at the flow's share
+        (``rate``, from an unbounded fill) instead of alone: the whole flow's service
+        loss, spread over its parallel chains, adds to the chain's idle duration. A flow
+        alone, or bounded by bandwidth anyway, keeps its bound (the max of the two)."""
+        caps = {}
+        for flow in fenced:
+            service = flow.service_rate
+            lost = 0.0
+            if 0 < flow.rate < service * (1 - 1e-9):
+                lost = (1.0 / flow.rate - 1.0 / service) / flow.fence_chains
+            caps[flow] = max(flow.min_ticks, flow.fence_ticks + lost)
+        return caps
+
+    def _fill(self, bounds: dict[Flow, float]) -> None:
         """Weighted max-min shares by progressive filling. A flow's share is counted on
         its own most-needed resource (its scale), so equal weights mean equal shares of
         a bottleneck, as in a processor-sharing server or a fair link; its window bound
-        caps it; resources it needs less of are consumed in proportion."""
+        (``bounds`` where given, else ``min_ticks``; 0 for none) caps it; resources it
+        needs less of are consumed in proportion."""
         spare: dict[str, float] = defaultdict(lambda: 1.0)
         free = []
         for flow in self.active:
@@ -209,7 +249,7 @@ class FlowNetwork:
             if flow.needs:
                 free.append(flow)
             else:
-                flow.rate = 1.0 / flow.min_ticks
+                flow.rate = 1.0 / bounds.get(flow, flow.min_ticks)
         while free:
             demand: dict[str, float] = defaultdict(float)
             for flow in free:
@@ -219,15 +259,17 @@ class FlowNetwork:
             levels = {r: max(spare[r], 0.0) / demand[r] for r in sorted(demand)}
             level = min(levels.values())
             for flow in free:
-                if flow.min_ticks > 0:
-                    level = min(level, flow.scale / flow.min_ticks / flow.weight)
+                bound = bounds.get(flow, flow.min_ticks)
+                if bound > 0:
+                    level = min(level, flow.scale / bound / flow.weight)
             # every resource that saturates at this level (ties included) freezes its flows
             tied = level * (1 + 1e-12)
             saturated = [r for r, candidate in levels.items() if candidate <= tied]
             frozen = []
             for flow in free:
                 limit = next((r for r in saturated if r in flow.needs), None)
-                capped = flow.min_ticks > 0 and flow.scale / flow.min_ticks / flow.weight <= tied
+                bound = bounds.get(flow, flow.min_ticks)
+                capped = bound > 0 and flow.scale / bound / flow.weight <= tied
                 if limit is None and not capped:
                     continue
                 flow.rate = level * flow.weight / flow.scale
