@@ -32,7 +32,7 @@ from simulate.configure import (
 )
 from simulate.failures import failure_field, record_run
 from simulate.host import drive_batches
-from simulate.options import RunOptions
+from simulate.options import RunOptions, SamplePlan
 from simulate.preflight import check_paths, failure_run
 from workloads.models import ModelSpec
 from workloads.training import FunctionalTrainer
@@ -51,6 +51,10 @@ def validate(options: RunOptions, writes_outdir: bool = True) -> None:
 def run_job(options: RunOptions) -> dict[str, Any]:
     """Simulate one run and write its outputs; returns results.json's content. A failure
     run simulates once: its recorded run gives both the stats and the failure reference."""
+    if options.sample is not None:
+        from simulate.sampling import run_sampled  # it builds on this module
+
+        return run_sampled(options, SamplePlan.parse(options.sample))
     started = time.monotonic()
     recorded = None
     if failure_run(options):
@@ -123,17 +127,10 @@ def summarize(
 ) -> dict[str, Any]:
     """Per-batch windows between consecutive batch ends, their critical paths (with
     the time lost to contention, by the category of the ops that caused it), energy."""
-    records = scheduler.records
     board.absorb(scheduler)
-    windows, paths, blame, start = [], [], [], 0
-    for op in ends:
-        end = op.record.end
-        windows.append(end - start)
-        by_category: dict[str, float] = {}
-        paths.append(critical_path(records, op.record.uid, start, by_category))
-        blame.append(by_category)
-        board.record_batch(end - start)
-        start = end
+    windows, paths, blame = batch_windows(scheduler, ends)
+    for window in windows:
+        board.record_batch(window)
     steady = steady_batches(len(windows))
     times = np.array(windows[steady], dtype=np.float64)
     breakdown = {key: float(np.mean([p.get(key, 0) for p in paths[steady]])) for key in BREAKDOWN}
@@ -168,6 +165,21 @@ def summarize(
         "energy_j": _round_tree(energy),
         "failure": None,
     }
+
+
+def batch_windows(scheduler: Scheduler, ends: list) -> tuple[list[int], list[dict], list[dict]]:
+    """Each batch's window (from the previous batch's end to its own), the critical
+    path's breakdown of it, and the contention on that path by the category of the ops
+    that caused it."""
+    windows, paths, blame, start = [], [], [], 0
+    for op in ends:
+        end = op.record.end
+        windows.append(end - start)
+        by_category: dict[str, float] = {}
+        paths.append(critical_path(scheduler.records, op.record.uid, start, by_category))
+        blame.append(by_category)
+        start = end
+    return windows, paths, blame
 
 
 def steady_batches(count: int) -> slice:

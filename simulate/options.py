@@ -55,6 +55,8 @@ class RunOptions:
     progress: bool = True
     plot: bool = False
     halt_on_failure: bool = False
+    sample: str | None = None
+    """PERIOD[:WARMUP[:UNITS]]: simulate a systematic sample of batches (simulate/sampling)."""
     board: TrainingBoard | None = None
     """A board built in Python (simulate.simulator): each simulation connects a copy of
     it. None: the CLI's board for ``system``."""
@@ -171,12 +173,63 @@ _RUN_ARGUMENTS: list[tuple[tuple[str, ...], dict]] = [
             "left it (a later run given that image recovers from it)",
         ),
     ),
+    (
+        ("--sample",),
+        dict(
+            default=None,
+            metavar="P[:W[:U]]",
+            help="simulate every P-th batch in detail (W warm-up batches before U measured "
+            "ones, default 2 and 1), skip the rest functionally, and give means with 95%% "
+            "intervals (docs/sampling.md)",
+        ),
+    ),
     (("--plot",), dict(action="store_true", help="also write timeline.png and breakdown.png")),
     (
         ("--no-progress",),
         dict(dest="progress", action="store_false", help="do not show a progress bar"),
     ),
 ]
+
+
+@dataclass(frozen=True)
+class SamplePlan:
+    """Every ``period`` batches: ``warmup`` detailed batches, ``units`` measured ones."""
+
+    period: int
+    warmup: int = 2
+    units: int = 1
+
+    @classmethod
+    def parse(cls, text: str) -> SamplePlan:
+        """PERIOD[:WARMUP[:UNITS]], e.g. 100, 100:2 or 200:2:3."""
+        parts = text.split(":")
+        if not 1 <= len(parts) <= 3 or not all(p.isascii() and p.isdigit() for p in parts):
+            raise UsageError(f"--sample expects PERIOD[:WARMUP[:UNITS]] in batches, got {text!r}")
+        plan = cls(*(int(p) for p in parts))
+        if plan.warmup < 1 or plan.units < 1:
+            raise UsageError(f"--sample {text}: warm-up and units must be at least 1 batch")
+        if plan.period < plan.detail:
+            raise UsageError(
+                f"--sample {text}: a period of {plan.period} batches is shorter than a unit's "
+                f"{plan.detail} detailed batches; run without --sample"
+            )
+        return plan
+
+    @property
+    def detail(self) -> int:
+        """Detailed batches per unit: warm-up, measured, and the successor batch."""
+        return self.warmup + self.units + 1
+
+    def starts(self, batches: int) -> range:
+        """First measured batch of each unit; the first unit's warm-up is batch 0."""
+        return range(self.warmup, batches - self.units, self.period)
+
+    def check(self, batches: int) -> None:
+        if len(self.starts(batches)) < 2:
+            raise UsageError(
+                f"--sample {self.period}:{self.warmup}:{self.units} over {batches} batches "
+                "gives fewer than 2 units, so no interval; raise --batches or lower the period"
+            )
 
 
 def add_run_options(parser: argparse.ArgumentParser, exclude: Iterable[str] = ()) -> None:
@@ -236,6 +289,8 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         raise UsageError("--pmem-image must not be empty")
     for text in args.fail_at:
         _check_time("--fail-at", text)
+    if args.sample is not None:
+        _check_sample(args)
     sets = []
     for item in args.sets:
         path, sep, value = item.partition("=")
@@ -261,7 +316,23 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         progress=args.progress,
         plot=args.plot,
         halt_on_failure=args.halt_on_failure,
+        sample=args.sample,
     )
+
+
+def _check_sample(args: argparse.Namespace) -> None:
+    """A sampled run skips timing only: numerics, failures and plots need every batch."""
+    SamplePlan.parse(args.sample).check(args.batches)
+    needs_all = {
+        "--functional": args.functional,
+        "--fail-at": args.fail_at,
+        "--fail-random": args.fail_random,
+        "--pmem-image": args.pmem_image,
+        "--plot": args.plot,
+    }
+    for flag, given in needs_all.items():
+        if given:
+            raise UsageError(f"--sample times a sample of batches; {flag} needs every batch")
 
 
 def _check_time(option: str, text: str) -> None:

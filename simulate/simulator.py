@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import copy
 import os
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -54,6 +55,7 @@ class Simulator:
         fail_random: int = 0,
         pmem_image: str | os.PathLike | None = None,
         halt_on_failure: bool = False,
+        sample: str | None = None,
         plot: bool = False,
         progress: bool = True,
     ) -> None:
@@ -89,6 +91,7 @@ class Simulator:
             progress=progress,
             plot=plot,
             halt_on_failure=halt_on_failure,
+            sample=sample,
         )
         self.options = replace(options_from_args(args), board=built, spec=custom)
         validate(self.options)
@@ -124,10 +127,20 @@ def run_from_command_line(argv: list[str], prog: str) -> int:
     def main() -> int:
         options = parse_run_options(argv, prog, "Simulate DLRM training on a TrainingCXL system.")
         results = Simulator.from_options(options).run()
-        mean = results["batch_time_ms"]["mean"]
+        batch, head = results["batch_time_ms"], f"{results['system']} {results['model']}"
+        if "sampling" in results:
+            sampled = results["sampling"]
+            half = "no interval" if batch["ci95_ms"] is None else f"+- {batch['ci95_ms']:.3f}"
+            print(
+                f"{head}: {results['batches']} batches, {sampled['sampled_units']} units "
+                f"sampled, {batch['mean']:.3f} ms/batch {half} (95%) -> {options.outdir}"
+            )
+            for warning in sampled["warnings"]:
+                print(f"{prog}: warning: {warning}", file=sys.stderr)
+            return 0
         print(
-            f"{results['system']} {results['model']}: {results['batches']} batches, "
-            f"{mean:.3f} ms/batch, {results['energy_j']['total']:.3f} J -> {options.outdir}"
+            f"{head}: {results['batches']} batches, {batch['mean']:.3f} ms/batch, "
+            f"{results['energy_j']['total']:.3f} J -> {options.outdir}"
         )
         return 0
 

@@ -268,6 +268,23 @@ class TrainingBoard(SimObject):
         """Ops that persist this batch's state; the batch ends when they all have."""
         return []
 
+    # ----- state that outlives a batch (sampled simulation) ----------------------------
+    def carried_state(self) -> dict:
+        """What of this board outlives a batch that a few detailed warm-up batches do not
+        rebuild (a log copy spanning hundreds of batches, a large cache): a sampled run
+        carries it from one detailed unit to the next. Buffers and queues that one batch
+        refills are left to the warm-up."""
+        return {}
+
+    def restore_carried(self, state: dict, first: int, skipped: int, rates: dict) -> None:
+        """Take ``state`` as it was ``skipped`` batches before batch ``first`` and advance
+        it over them functionally (``rates``: per-batch progress measured in detail)."""
+
+    def warm(self, demand) -> None:
+        """Advance address-dependent state over a batch that is not timed."""
+
+    warms_functionally = False  # whether skipped batches must be generated and warmed
+
     # ----- helpers for subclasses ------------------------------------------------------
     def unique_addresses(self, demand) -> np.ndarray:
         return self.layout.row_offset(demand.lookup.unique_rows)

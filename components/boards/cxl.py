@@ -14,6 +14,7 @@ through the flow network.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 import numpy as np
@@ -246,7 +247,10 @@ class CxlBoard(CxlBBoard):
             "mlpSnapshots", "MLP snapshots the GPU took for a new log copy", "Count"
         )
         object.__setattr__(
-            self, "_copy", {"moved": 0, "total": 0, "started": None, "slot": 1, "id": 0}
+            self,
+            "_copy",
+            {"moved": 0, "total": 0, "started": None, "slot": 1, "id": 0}
+            | {"completed": None, "logged": 0, "slices": 0},
         )
 
     def connect(self, engine, scheduler, spec, batch_size: int) -> None:
@@ -305,11 +309,45 @@ class CxlBoard(CxlBBoard):
             "lookup_correct", "embedding", demand.batch, unit, body, deps=[lookup, prev.update]
         )
 
+    def carried_state(self) -> dict:
+        """The MLP log copy in progress: copies span hundreds of batches."""
+        return dict(self._copy)
+
+    def restore_carried(self, state: dict, first: int, skipped: int, rates: dict) -> None:
+        """Advance the copy over the skipped batches as the detailed ones did: each batch
+        moves the bytes a slice moved on average (``rates["mlp_log_bytes"]``); a copy
+        completed in batch c is seen complete by batch c + 2 at the earliest (batch c + 1
+        is issued before c's slice ends), which starts the next copy where the gap
+        allows."""
+        copy, per_slice = dict(state), rates.get("mlp_log_bytes", 0.0)
+        batch, end = first - skipped, first
+        while per_slice > 0:
+            if copy["moved"] < copy["total"]:
+                needed = math.ceil((copy["total"] - copy["moved"]) / per_slice)
+                if batch + needed > end:
+                    copy["moved"] += int(per_slice * (end - batch))
+                    break
+                copy.update(moved=copy["total"], completed=batch + needed - 1)
+                batch += needed
+            completed = copy["completed"] if copy["completed"] is not None else batch - 2
+            start = max(batch, completed + 2)
+            start += -start % self.mlp_log_gap
+            if start >= end:
+                break
+            batch = start
+            copy.update(moved=0, started=start, slot=copy["slot"] ^ 1, id=copy["id"] + 1)
+        object.__setattr__(self, "_copy", copy)
+        if copy["moved"] < copy["total"]:
+            self.nmp.start_mlp_log(copy["total"])
+            self.nmp.count_mlp(copy["moved"])
+
     def bottom_deps(self, ops_batch: int, demand, prev: BatchOps | None) -> list[Op]:
         """A new MLP log copy starts from a snapshot of the MLPs the batch starts from."""
         state = self._copy
         if state["moved"] < state["total"] or ops_batch % self.mlp_log_gap:
             return []
+        if state["completed"] is not None and ops_batch <= state["completed"] + 1:
+            return []  # issued before that batch's slice ended (a restored state's case)
         nbytes = demand.mlp_param_bytes
         state.update(
             moved=0, total=nbytes, started=ops_batch, slot=state["slot"] ^ 1, id=state["id"] + 1
@@ -352,9 +390,12 @@ class CxlBoard(CxlBBoard):
             writes = moved_stage.flows[0].writes
             moved = min(sum(w.persisted * w.size for w in writes), remaining)
             state["moved"] += moved
+            state["logged"] += moved
+            state["slices"] += moved > 0
             self.nmp.count_mlp(moved)
             if state["moved"] < state["total"]:
                 return
+            state["completed"] = ops.batch
             self.mlpLogCopies += 1
             self.mlpLogBatches.sample(ops.batch - state["started"] + 1)
             yield self.mlp_log_writes(slot, state["total"], 0, header=True)

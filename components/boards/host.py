@@ -141,6 +141,20 @@ class SsdBoard(RedoHostBoard):
         start, size = layout.regions()["data"]
         object.__setattr__(self.storage, "cached", (start, start + size))
 
+    warms_functionally = True  # the vector cache holds thousands of batches' rows
+
+    def carried_state(self) -> dict:
+        return self.storage.residency()
+
+    def restore_carried(self, state: dict, first: int, skipped: int, rates: dict) -> None:
+        self.storage.restore_residency(state)  # skipped batches were warmed already
+
+    def warm(self, demand) -> None:
+        """The rows the lookup reads, then the update reads and writes, in op order."""
+        row_bytes, unique = self.layout.row_bytes, self.unique_addresses(demand)
+        for rows in (self.lookup_addresses(demand), unique, unique):
+            self.storage.warm(rows, row_bytes)
+
 
 class DramBoard(HostBoard):
     """Every table in host DRAM, no checkpoint: the ideal (energy comparison only)."""

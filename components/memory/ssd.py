@@ -150,6 +150,19 @@ class SsdWithCache(SimObject):
             self.dram.write(rows, size, outstanding),
         )
 
+    def warm(self, addresses: np.ndarray, size: int) -> None:
+        """Residency as an access of these rows leaves it, with no timing or counts."""
+        addr = np.asarray(addresses, dtype=np.int64).ravel()
+        low, high = self.cached
+        self._touch(addr[(addr >= low) & (addr < high)], size)
+
+    def residency(self) -> dict:
+        return {"rows": self._rows.copy(), "stamp": self._stamp.copy(), "clock": self._clock}
+
+    def restore_residency(self, state: dict) -> None:
+        self._rows, self._stamp = state["rows"].copy(), state["stamp"].copy()
+        self._clock = state["clock"]
+
     def _hits(self, addr: np.ndarray) -> np.ndarray:
         first = np.zeros(addr.size, dtype=bool)
         first[np.unique(addr, return_index=True)[1]] = True

@@ -1,0 +1,216 @@
+"""Sampled simulation: a systematic sample of batches in full detail, the rest skipped.
+
+As in SMARTS (Wunderlich et al., ISCA 2003), a run of B batches is measured on units
+spread every ``period`` batches: each unit simulates ``warmup`` batches in detail to
+refill the buffers, queues and the pipeline overlap of consecutive batches, then
+``units`` measured batches, then one more batch so that the last measured one has its
+successor competing with its background work, as in a full run. Between units nothing
+is timed: what outlives a batch is carried (the board's ``carried_state``) and advanced
+functionally, by address (the SSD's vector cache sees every skipped batch's rows) or by
+the per-batch progress the detailed batches measured (the relaxed MLP log's position).
+Each unit's mean is one observation; means come with a Student-t 95% interval over the
+units. Where the sample cannot represent a mechanism (too few units, units that all
+meet the MLP log at one phase) the results say so.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from components.sim.engine import Engine
+from components.sim.outputs import global_rows, write_outdir
+from components.sim.schedule import Scheduler
+from components.sim.units import ticks_to_ms
+from simulate.configure import batch_size_of, connected_board, input_generator, resolve_spec
+from simulate.host import drive_batches
+from simulate.job import BREAKDOWN, batch_windows
+from simulate.options import RunOptions, SamplePlan
+from workloads.opgraph import build_demand
+
+# Student-t 0.975 quantiles for 1..30 degrees of freedom (any statistics table, e.g.
+# NIST/SEMATECH e-Handbook of Statistical Methods, table 1.3.6.7.2).
+_T975 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)  # fmt: skip
+_Z975 = 1.959964
+
+
+def t975(dof: int) -> float:
+    """Student-t 0.975 quantile: the table to 30, then the Cornish-Fisher expansion
+    (Abramowitz & Stegun 26.7.5), within 1e-4 of the exact value beyond 30."""
+    if dof < 1:
+        raise ValueError(f"no t quantile for {dof} degrees of freedom")
+    if dof <= len(_T975):
+        return _T975[dof - 1]
+    z = _Z975
+    return z + (z**3 + z) / (4 * dof) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * dof**2)
+
+
+def interval(values: np.ndarray) -> dict[str, float | int | None]:
+    """Mean and 95% confidence half-width of independent observations."""
+    n = int(values.size)
+    mean = float(values.mean())
+    if n < 2:
+        return {"mean": mean, "ci95": None, "n": n}
+    half = t975(n - 1) * float(values.std(ddof=1)) / math.sqrt(n)
+    return {"mean": mean, "ci95": half, "n": n}
+
+
+def run_sampled(options: RunOptions, plan: SamplePlan) -> dict[str, Any]:
+    """Simulate ``plan``'s units of ``options``' run, write stats.txt, config.json,
+    results.json (and the first unit's timeline) and return results.json's content."""
+    started = time.monotonic()
+    spec, batch_size = resolve_spec(options), batch_size_of(options)
+    generator = input_generator(options, spec, batch_size)
+    starts = plan.starts(options.batches)
+    measured, breakdowns, phases = [], [], []
+    previous, rates, done, first_unit = None, {}, 0, None
+    bar = tqdm(
+        total=len(starts), desc=f"{options.system}/{options.model} sampled", unit="unit",
+        disable=not options.progress, file=sys.stderr, leave=False,
+    )  # fmt: skip
+    for start in starts:
+        first = start - plan.warmup
+        engine = Engine()
+        scheduler = Scheduler(engine)
+        board = connected_board(options, spec, batch_size, engine, scheduler)
+        if previous is not None:
+            _warm_skipped(previous, spec, generator, range(done, first))
+            board.restore_carried(previous.carried_state(), first, first - done, rates)
+        state = board.carried_state()
+        phases.append((first, state.get("started")))
+        batches = range(first, start + plan.units + 1)
+        ends = drive_batches(engine, board, spec, generator, batches)
+        windows, paths = _windows(scheduler, ends)
+        keep = slice(plan.warmup, plan.warmup + plan.units)
+        measured.append(float(np.mean(windows[keep])))
+        breakdowns.append(
+            {k: float(np.mean([p.get(k, 0) for p in paths[keep]])) for k in BREAKDOWN}
+        )
+        rates = _rates(state, board.carried_state(), rates)
+        previous, done = board, batches.stop
+        if first_unit is None:
+            first_unit = (board, scheduler, engine.now)
+        bar.update(1)
+    bar.close()
+    cycle = _copy_cycle(previous.carried_state(), rates)
+    warnings = _representativeness(phases, cycle, options.batches)
+    results = _results(options, spec.name, batch_size, plan, measured, breakdowns, warnings)
+    board, scheduler, ticks = first_unit
+    rows = global_rows(ticks, time.monotonic() - started, 0) + _stat_rows(results)
+    config = {"options": {**vars(options), "board": None, "spec": None, "sample": vars(plan)}}
+    config["options"]["sets"] = [f"{p}={v}" for p, v in options.sets]
+    config["board"] = board.config()
+    write_outdir(Path(options.outdir), rows, config, results, scheduler.records, None)
+    return results
+
+
+def _warm_skipped(board, spec, generator, skipped: range) -> None:
+    """Functional warming: each skipped batch's rows pass through the board's
+    address-dependent state (only boards that have such state pay for it)."""
+    if not board.warms_functionally:
+        return
+    previous = generator.batch(skipped.start - 1) if skipped.start > 0 else None
+    for n in skipped:
+        batch = generator.batch(n)
+        board.warm(build_demand(spec, batch, n, previous))
+        previous = batch
+
+
+def _windows(scheduler: Scheduler, ends: list) -> tuple[np.ndarray, list[dict]]:
+    windows, paths, _ = batch_windows(scheduler, ends)
+    return np.array(windows, dtype=np.float64), paths
+
+
+def _rates(before: dict, after: dict, rates: dict) -> dict:
+    """Bytes one MLP log slice moves, over every detailed batch that moved some."""
+    if "logged" not in after:
+        return rates
+    logged = rates.get("logged", 0) + after["logged"] - before.get("logged", 0)
+    slices = rates.get("slices", 0) + after["slices"] - before.get("slices", 0)
+    return {"logged": logged, "slices": slices, "mlp_log_bytes": logged / max(slices, 1)}
+
+
+def _results(options, model, batch_size, plan, measured, breakdowns, warnings) -> dict[str, Any]:
+    batch = interval(np.array(measured))
+    return {
+        "system": options.system,
+        "model": model,
+        "batches": options.batches,
+        "batch_size": batch_size,
+        "seed": options.seed,
+        "batch_time_ms": {
+            "mean": _ms(batch["mean"]),
+            "ci95_ms": None if batch["ci95"] is None else _ms(batch["ci95"]),
+        },
+        "breakdown_ms": {
+            key: _ms(float(np.mean([b[key] for b in breakdowns]))) for key in BREAKDOWN
+        },
+        "sampling": {
+            "period": plan.period,
+            "warmup": plan.warmup,
+            "units": plan.units,
+            "sampled_units": len(measured),
+            "detailed_batches": len(measured) * plan.detail,
+            "unit_batch_times_ms": [_ms(t) for t in measured],
+            "warnings": warnings,
+        },
+        "failure": None,
+    }
+
+
+def _copy_cycle(state: dict, rates: dict) -> float | None:
+    """Batches from one MLP log copy's start to the next at the measured rate (None:
+    no such log): its slices, and the batch that cannot yet see it complete."""
+    per_slice = rates.get("mlp_log_bytes", 0.0)
+    if not state.get("total") or per_slice <= 0:
+        return None
+    return math.ceil(state["total"] / per_slice) + 1
+
+
+def _representativeness(phases: list[tuple], cycle: float | None, batches: int) -> list[str]:
+    """Say where the units cannot stand for the whole run: a run that goes through whole
+    MLP log copies, sampled at phases of the copy that leave half of it unseen (a period
+    that aliases with the copy's length)."""
+    if cycle is None or batches < cycle:
+        return []
+    known = sorted(((first - started) % cycle) / cycle for first, started in phases[1:])
+    if len(known) < 2:
+        return []
+    gaps = np.diff(np.r_[known, known[0] + 1.0])
+    if gaps.max() <= 0.5:
+        return []
+    return [
+        f"the units meet the MLP log copy ({cycle:.0f} batches) at phases spanning only "
+        f"{1 - gaps.max():.0%} of it: batches that start or finish a copy may be over- or "
+        "under-represented; choose a period that does not divide the copy's length"
+    ]
+
+
+def _stat_rows(results: dict[str, Any]) -> list[tuple]:
+    sampling, batch = results["sampling"], results["batch_time_ms"]
+    ci = batch["ci95_ms"]
+    return [
+        ("sampling.units", sampling["sampled_units"], "detailed units measured", "Count"),
+        ("sampling.period", sampling["period"], "batches between unit starts", "Count"),
+        ("sampling.batchTime.mean", batch["mean"], "mean batch time over the units", "ms"),
+        (
+            "sampling.batchTime.ci95",
+            ci if ci is not None else float("nan"),
+            "95% confidence half-width of the mean batch time",
+            "ms",
+        ),
+    ]
+
+
+def _ms(ticks: float) -> float:
+    return round(ticks_to_ms(float(ticks)), 6)
