@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from components.boards import build_board
 from components.boards.base import TrainingBoard
+from components.boards.software_ft import POLICIES, SOFTWARE_FT_SYSTEMS, SoftwareCheckpoint
 from components.sim.engine import Engine
 from components.sim.schedule import Scheduler
 from simulate.options import SYSTEMS, RunOptions, UsageError
@@ -62,9 +63,27 @@ def batch_size_of(options: RunOptions) -> int:
 def prepare(options: RunOptions) -> tuple[ModelSpec, int, TrainingBoard]:
     """Resolve the model and build the board with every --set applied (no simulation)."""
     board = fresh_board(options)
+    if options.checkpoint != "paper":
+        board.ft = software_policy(options)
     for path, value in options.sets:
         board.set_by_path(path, value)
     return resolve_spec(options), batch_size_of(options), board
+
+
+def software_policy(options: RunOptions) -> SoftwareCheckpoint:
+    """The --checkpoint policy with --mtbf, --ckpt-interval and --quantize applied."""
+    if options.system not in SOFTWARE_FT_SYSTEMS:
+        raise UsageError(
+            f"--checkpoint {options.checkpoint} needs a host system, not {options.system}"
+        )
+    policy = POLICIES[options.checkpoint]()
+    if options.mtbf is not None:
+        policy.mtbf = options.mtbf
+    if options.ckpt_interval is not None:
+        policy.interval = options.ckpt_interval
+    if options.quantize != "none":
+        policy.quantize = options.quantize
+    return policy
 
 
 def fresh_board(options: RunOptions) -> TrainingBoard:

@@ -7,6 +7,7 @@ with these options, so a sweep axis or a crash check names exactly what a user t
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -55,6 +56,11 @@ class RunOptions:
     progress: bool = True
     plot: bool = False
     halt_on_failure: bool = False
+    checkpoint: str = "paper"
+    """paper: the system's own protocol; cpr, check-n-run, none: a software policy."""
+    quantize: str = "none"
+    mtbf: float | None = None
+    ckpt_interval: float | None = None
     sample: str | None = None
     """PERIOD[:WARMUP[:UNITS]]: simulate a systematic sample of batches (simulate/sampling)."""
     board: TrainingBoard | None = None
@@ -171,6 +177,43 @@ _RUN_ARGUMENTS: list[tuple[tuple[str, ...], dict]] = [
             action="store_true",
             help="stop at the first injected failure, leaving --pmem-image as the power cut "
             "left it (a later run given that image recovers from it)",
+        ),
+    ),
+    (
+        ("--checkpoint",),
+        dict(
+            default="paper",
+            choices=("paper", "cpr", "check-n-run", "none"),
+            help="failure tolerance: the system's own protocol (paper, default), or a "
+            "software checkpoint of host tables to an NVMe store (cpr, check-n-run, "
+            "none; dram, pmem and ssd systems; docs/software_ft.md)",
+        ),
+    ),
+    (
+        ("--quantize",),
+        dict(
+            default="none",
+            choices=("none", "8", "4"),
+            help="bits per element of Check-N-Run's checkpointed rows (default none)",
+        ),
+    ),
+    (
+        ("--mtbf",),
+        dict(
+            type=float,
+            default=None,
+            metavar="SECONDS",
+            help="mean time between failures, for CPR's checkpoint interval (default a day)",
+        ),
+    ),
+    (
+        ("--ckpt-interval",),
+        dict(
+            type=float,
+            default=None,
+            metavar="SECONDS",
+            help="simulated seconds between software checkpoints (default: CPR's rule, "
+            "sqrt(2 x checkpoint time x MTBF))",
         ),
     ),
     (
@@ -291,6 +334,7 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         _check_time("--fail-at", text)
     if args.sample is not None:
         _check_sample(args)
+    _check_software_ft(args)
     sets = []
     for item in args.sets:
         path, sep, value = item.partition("=")
@@ -317,7 +361,35 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         plot=args.plot,
         halt_on_failure=args.halt_on_failure,
         sample=args.sample,
+        checkpoint=args.checkpoint,
+        quantize=args.quantize,
+        mtbf=args.mtbf,
+        ckpt_interval=args.ckpt_interval,
     )
+
+
+def _check_software_ft(args: argparse.Namespace) -> None:
+    """A software policy needs tables on the host, and its knobs need that policy."""
+    software = args.checkpoint != "paper"
+    if software and args.system not in ("dram", "pmem", "ssd"):
+        raise UsageError(
+            f"--checkpoint {args.checkpoint} saves host-resident tables: use --system dram, "
+            f"pmem or ssd ({args.system} keeps its tables on a device with its own protocol)"
+        )
+    if args.quantize != "none" and args.checkpoint != "check-n-run":
+        raise UsageError("--quantize is Check-N-Run's: add --checkpoint check-n-run")
+    for flag, value in (("--mtbf", args.mtbf), ("--ckpt-interval", args.ckpt_interval)):
+        if value is not None and not software:
+            raise UsageError(
+                f"{flag} sets a software checkpoint: add --checkpoint cpr or check-n-run"
+            )
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise UsageError(f"{flag} must be a positive number of seconds, got {value}")
+    if software and (args.fail_at or args.fail_random or args.pmem_image):
+        raise UsageError(
+            f"--checkpoint {args.checkpoint}: failure injection covers the paper's protocols "
+            "only so far (docs/software_ft.md)"
+        )
 
 
 def _check_sample(args: argparse.Namespace) -> None:

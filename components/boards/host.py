@@ -34,9 +34,28 @@ class HostBoard(TrainingBoard):
         self.pcie = PcieLink()
         self.cuda = CudaRuntime()
         self.storage = self.make_storage()
+        self.ft = None  # a SoftwareCheckpoint in place of the system's own protocol
 
     def make_storage(self):
         raise NotImplementedError
+
+    def size_memories(self, layout) -> None:
+        super().size_memories(layout)
+        if self.ft is not None:
+            self.ft.size(layout)
+
+    def checkpoint(self, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
+        if self.ft is None:
+            return super().checkpoint(ops, prev)
+        return self.ft.checkpoint_ops(self, ops, prev)
+
+    def checkpoint_source(self):
+        """The memory a software checkpoint reads the tables from."""
+        return self.storage
+
+    def mlp_to_host(self, nbytes: int) -> Iterator[Stage]:
+        """The MLP parameters copied off the GPU for a checkpoint."""
+        return self._copy(nbytes, "up")
 
     def table_memory(self):
         return self.storage
@@ -77,16 +96,21 @@ class RedoHostBoard(HostBoard):
     failure during the update is repaired by replaying the log. The in-place update is
     persisted too: the slot it was logged in is reused two batches later."""
 
-    persistent_tables = True
+    @property
+    def persistent_tables(self) -> bool:
+        """Under a software checkpoint the tables are volatile between checkpoints."""
+        return self.ft is None
 
     def update_deps(self, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
+        if self.ft is not None:
+            return []
         s, n, demand = self.scheduler, ops.batch, ops.demand
         pull = s.op(
             "ckpt_mlp_pull",
             "checkpoint",
             n,
             "pcie",
-            lambda now: self._copy(demand.mlp_param_bytes, "up"),
+            lambda now: self.mlp_to_host(demand.mlp_param_bytes),
             deps=[ops.bottom_bwd, ops.grads],
         )
         persist = s.op(
@@ -140,6 +164,11 @@ class SsdBoard(RedoHostBoard):
         self.storage.ssd.capacity = f"{layout.size}B"
         start, size = layout.regions()["data"]
         object.__setattr__(self.storage, "cached", (start, start + size))
+        if self.ft is not None:
+            self.ft.size(layout)
+
+    def checkpoint_source(self):
+        return self.storage.ssd  # written through: the SSD holds every row
 
     warms_functionally = True  # the vector cache holds thousands of batches' rows
 

@@ -1,0 +1,252 @@
+"""Software failure tolerance on a host board: the checkpointing industry uses today.
+
+Instead of the paper's per-batch redo log, the host saves the model to a checkpoint
+store (an NVMe SSD of its own, ``store``) now and then, and a failure loses the work
+since the last complete checkpoint:
+
+- ``CprCheckpoint`` (Maeng et al., "Understanding and Improving Failure Tolerant
+  Training for Deep Learning Recommendation with Partial Recovery", MLSys 2021): a full
+  checkpoint (every table, the MLPs) every ``interval`` seconds, training paused while
+  it is written; the interval follows CPR's rule sqrt(2 x checkpoint time x MTBF)
+  (Young's formula) when not given. Recovery is partial: the tables are reloaded and
+  training goes on from where the data reader is, without replaying the lost batches.
+- ``CheckNRunCheckpoint`` (Eisenman et al., "Check-N-Run", NSDI 2022): the first
+  checkpoint is full, later ones hold only the rows modified since the previous one
+  (tracked exactly from each batch's unique rows), optionally quantized to 8 or 4 bits
+  per element (components/persistence/quantize.py); decoupled: training pauses only
+  while the modified rows are snapshotted into host DRAM, and the snapshot is written
+  to the store in the background, sharing DRAM, PCIe-attached storage and the host's
+  cores with training in the timing core. Recovery reads the full checkpoint and every
+  differential after it, and replays the batches since the last one.
+
+A checkpoint's large sequential copies are bulk flows at the devices' streaming
+bandwidth (``bulk``); scattered row reads of a differential go through the memory
+model like any other stream.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from components.boards.base import BatchOps
+from components.compute.host import HostCpu
+from components.memory.base import stage
+from components.memory.dram import Dram
+from components.memory.ssd import Ssd
+from components.persistence.quantize import BITS, quantized_row_bytes
+from components.sim.flows import Flow
+from components.sim.params import Enum, Float
+from components.sim.schedule import Op, Stage
+from components.sim.simobject import SimObject
+from components.sim.units import TICKS_PER_SECOND
+
+_CPR = "CPR (Maeng et al., MLSys 2021)"
+_CNR = "Check-N-Run (Eisenman et al., NSDI 2022)"
+
+
+class SoftwareCheckpoint(SimObject):
+    """A periodic checkpoint of host-resident tables to a store; subclasses say what a
+    checkpoint holds and how training waits for it."""
+
+    policy = "none"
+    interval = Float(
+        0.0,
+        "simulated seconds between checkpoints (0: sqrt(2 x estimated checkpoint time x "
+        "mtbf), CPR's rule)",
+        f"{_CPR}, section 4: the optimal interval after Young (1974)",
+        low=0.0,
+        unit="s",
+    )
+    mtbf = Float(
+        86400.0,
+        "mean time between failures of the training job",
+        f"assumption: a day, within the hours-to-days range {_CPR} evaluates",
+        low=1.0,
+        high=3.2e7,
+        unit="s",
+    )
+
+    def __init__(self, **overrides) -> None:
+        super().__init__(**overrides)
+        self.store = Ssd()
+        self.checkpoints = self.scalar("checkpoints", "checkpoints taken", "Count")
+        self.checkpointBytes = self.scalar("checkpointBytes", "bytes written to the store", "Byte")
+        self.checkpointRows = self.scalar("checkpointRows", "embedding rows checkpointed", "Count")
+        object.__setattr__(self, "_last", None)  # tick the last checkpoint was due at
+        object.__setattr__(self, "_modified", np.zeros(0, dtype=np.int64))
+
+    # ----- what the board calls --------------------------------------------------------
+    def size(self, layout) -> None:
+        """Room for a full checkpoint and the differentials after it, twice over."""
+        full = layout.regions()["data"][1] + layout.mlp_bytes
+        self.store.capacity = f"{max(4 * full, 1 << 30)}B"
+
+    def checkpoint_ops(self, board, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
+        """This batch's checkpoint ops (the batch's end waits for those returned): one
+        is due at the first batch issued ``interval`` after the previous one."""
+        self._track(board.unique_addresses(ops.demand))
+        now = board.engine.now
+        if self._last is not None and now - self._last < self.interval_ticks(board.layout):
+            return []
+        object.__setattr__(self, "_last", now)
+        return self.take(board, ops, prev)
+
+    def interval_ticks(self, layout) -> float:
+        """The interval in ticks: as given, or CPR's rule from the estimated full
+        checkpoint time (its bytes at the store's write bandwidth)."""
+        seconds = self.interval
+        if seconds == 0:
+            full = layout.regions()["data"][1] + layout.mlp_bytes
+            seconds = math.sqrt(2 * full / self.store.write_bandwidth * self.mtbf)
+        return seconds * TICKS_PER_SECOND
+
+    # ----- subclasses ------------------------------------------------------------------
+    def take(self, board, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
+        raise NotImplementedError
+
+    def _track(self, rows: np.ndarray) -> None:
+        """Rows modified since the last checkpoint (Check-N-Run's tracking)."""
+
+    # ----- shared stages ---------------------------------------------------------------
+    def _dump(self, board, nbytes: int) -> Stage:
+        """Every table read in order from its memory, ``nbytes`` (the tables and the
+        MLPs) written in order to the store."""
+        size = board.layout.regions()["data"][1]
+        self.checkpointBytes += nbytes
+        return bulk_stage(
+            ("read", board.checkpoint_source(), size),
+            ("write", self.store, nbytes),
+            latency=board.host.op_overhead,
+        )
+
+
+def bulk(direction: str, device, nbytes: int) -> dict[str, float]:
+    """Media needs of a large sequential transfer spread evenly over ``device``'s
+    controllers at their streaming bandwidth. Checkpoints move gigabytes in order, so
+    every row-buffer or page is used whole: the per-line analysis of scattered streams
+    (components/memory/base.py) would give the same rate at 10^8 lines of cost."""
+    ctrls = list(device._controllers())
+    each = nbytes / len(ctrls)
+    for ctrl in ctrls:  # whole pages and bursts: the media moves what was asked
+        if direction == "read":
+            ctrl.bytesRead += each
+            ctrl.mediaBytesRead += each
+        else:
+            ctrl.bytesWritten += each
+            ctrl.mediaBytesWritten += each
+    bandwidth = device.ctrl_read_bandwidth if direction == "read" else device.ctrl_write_bandwidth
+    return {ctrl.path: each / bandwidth * TICKS_PER_SECOND for ctrl in ctrls}
+
+
+def bulk_stage(*parts: tuple[str, object, int], latency: int = 0) -> Stage:
+    """Bulk transfers that flow together (a copy: its reads and its writes)."""
+    needs: dict[str, float] = {}
+    for direction, device, nbytes in parts:
+        for key, ticks in bulk(direction, device, nbytes).items():
+            needs[key] = needs.get(key, 0.0) + ticks
+    first = max((d.idle_read_latency if k == "read" else d.idle_write_latency) for k, d, _ in parts)
+    return Stage([Flow(needs)], int(first) + latency)
+
+
+class CprCheckpoint(SoftwareCheckpoint):
+    """Full checkpoints, training paused; partial recovery without replay."""
+
+    policy = "cpr"
+
+    def take(self, board, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
+        n, data = ops.batch, board.layout.regions()["data"][1]
+        self.checkpoints += 1
+        self.checkpointRows += data // board.layout.row_bytes
+
+        def body(now):
+            yield from board.mlp_to_host(ops.demand.mlp_param_bytes)
+            yield self._dump(board, data + ops.demand.mlp_param_bytes)
+
+        deps = [ops.update, ops.bottom_bwd]
+        return [board.scheduler.op("cpr_checkpoint", "checkpoint", n, HostCpu.UNIT, body, deps)]
+
+
+class CheckNRunCheckpoint(SoftwareCheckpoint):
+    """Differential, optionally quantized, decoupled checkpoints."""
+
+    policy = "check-n-run"
+    quantize = Enum(
+        "none",
+        "bits per element of checkpointed rows (none: FP32 as trained)",
+        f"{_CNR}, section 4.2: 8-bit and 4-bit uniform quantization",
+        choices=("none", *(str(b) for b in BITS)),
+    )
+
+    def _track(self, rows: np.ndarray) -> None:
+        object.__setattr__(self, "_modified", np.union1d(self._modified, rows))
+
+    def __init__(self, **overrides) -> None:
+        super().__init__(**overrides)
+        self.dram = Dram()  # the snapshot buffer, where the tables are not in DRAM
+
+    def snapshot_memory(self, board):
+        """Host DRAM for the snapshot: the tables' own channels on the DRAM system."""
+        return board.storage if isinstance(board.storage, Dram) else self.dram
+
+    def row_bytes_stored(self, board) -> int:
+        """Bytes per checkpointed row on the store (the FP32 row, or its codes + range)."""
+        if self.quantize == "none":
+            return board.layout.row_bytes
+        return quantized_row_bytes(board.spec.embedding_dim, int(self.quantize))
+
+    def take(self, board, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
+        n, s = ops.batch, board.scheduler
+        full = self.checkpoints.value == 0
+        row_bytes = board.layout.row_bytes
+        start, size = board.layout.regions()["data"]
+        count = size // row_bytes if full else len(self._modified)
+        rows = self._modified
+        object.__setattr__(self, "_modified", np.zeros(0, dtype=np.int64))
+        self.checkpoints += 1
+        self.checkpointRows += count
+        stored = count * self.row_bytes_stored(board) + ops.demand.mlp_param_bytes
+        snapshot_bytes = count * row_bytes
+
+        def snapshot(now):
+            """Training waits while the rows are copied aside (host DRAM) and the MLPs
+            are pulled off the GPU; the first, full, snapshot reads the tables in order."""
+            yield from board.mlp_to_host(ops.demand.mlp_param_bytes)
+            source, aside = board.checkpoint_source(), self.snapshot_memory(board)
+            if full:
+                yield bulk_stage(("read", source, size), ("write", aside, snapshot_bytes))
+            else:
+                read = source.read(rows, row_bytes, board.host.outstanding(row_bytes))
+                yield stage(read, latency=board.host.op_overhead)
+                yield bulk_stage(("write", aside, snapshot_bytes))
+
+        deps = [ops.update, ops.bottom_bwd]
+        if prev is not None and "ckpt_write" in prev.extra:
+            deps.append(prev.extra["ckpt_write"])
+        snap = s.op("cnr_snapshot", "checkpoint", n, HostCpu.UNIT, snapshot, deps)
+
+        def write(now):
+            self.checkpointBytes += stored
+            aside = self.snapshot_memory(board)
+            yield bulk_stage(("read", aside, snapshot_bytes), ("write", self.store, stored))
+
+        ops.extra["ckpt_write"] = s.op(
+            "cnr_write", "checkpoint", n, "ckpt_store", write, [snap], background=True
+        )
+        return [snap]
+
+
+class NoCheckpoint(SoftwareCheckpoint):
+    """Nothing saved: a failure loses the tables (the lower bound on overhead)."""
+
+    policy = "none"
+
+    def checkpoint_ops(self, board, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
+        return []
+
+
+POLICIES: dict[str, type[SoftwareCheckpoint]] = {
+    cls.policy: cls for cls in (CprCheckpoint, CheckNRunCheckpoint, NoCheckpoint)
+}
+SOFTWARE_FT_SYSTEMS = ("dram", "pmem", "ssd")  # tables on the host
