@@ -401,6 +401,7 @@ def _check_sample(args: argparse.Namespace) -> None:
         "--fail-random": args.fail_random,
         "--pmem-image": args.pmem_image,
         "--plot": args.plot,
+        f"--checkpoint {args.checkpoint}": args.checkpoint != "paper",
     }
     for flag, given in needs_all.items():
         if given:

@@ -22,8 +22,10 @@ from components.boards.software_ft import bulk_stage
 from components.memory.dram import Dram
 from components.memory.ssd import Ssd
 from components.persistence.quantize import dequantize, error_bound, quantize, quantized_row_bytes
+from components.sim.engine import Engine
+from components.sim.schedule import Scheduler
 from components.sim.units import TICKS_PER_SECOND
-from simulate.configure import input_generator
+from simulate.configure import connected_board, input_generator
 from simulate.options import RunOptions
 from workloads.models import get_model
 from workloads.opgraph import build_demand
@@ -145,3 +147,62 @@ def test_software_ft_options_that_mean_nothing_are_refused_in_one_line(tmp_path,
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1, done.stderr
     assert lines[0].startswith("trainingcxl.py: error:") and needle in lines[0]
+
+
+def _connected(policy: str, **fields):
+    options = RunOptions(system="dram", model="rmc1", batch_size=64, checkpoint=policy, **fields)
+    engine = Engine()
+    scheduler = Scheduler(engine)
+    spec = get_model("rmc1")
+    return connected_board(options, spec, 64, engine, scheduler), engine, scheduler
+
+
+def test_a_cpr_recovery_reads_the_checkpoint_back_at_the_stores_bandwidth():
+    """Recovery = the full checkpoint read from the store into DRAM, in order, then the
+    MLPs to the GPU: the slower side of the copy, its first latencies, the op overhead,
+    and the MLP copy (timed alone on a second board)."""
+    board, engine, scheduler = _connected("cpr")
+    op = scheduler.op("recovery", "recovery", -1, None, lambda now: board.ft.recovery(board))
+    engine.run()
+    mlp_board, mlp_engine, mlp_scheduler = _connected("cpr")
+    mlp = mlp_scheduler.op(
+        "mlp", "recovery", -1, None, lambda now: mlp_board.mlp_to_gpu(mlp_board.layout.mlp_bytes)
+    )
+    mlp_engine.run()
+    store, dram = board.ft.store, board.storage
+    read = board.ft.recovery_bytes(board)
+    size = board.layout.regions()["data"][1]
+    bulk_ticks = max(
+        read / (store.controllers * store.ctrl_read_bandwidth),
+        size / (dram.controllers * dram.ctrl_write_bandwidth),
+    ) * TICKS_PER_SECOND  # fmt: skip
+    first = max(store.idle_read_latency, dram.idle_write_latency) + board.host.op_overhead
+    expected = bulk_ticks + first + (mlp.record.end - mlp.record.start)
+    assert op.record.end - op.record.start == pytest.approx(expected, abs=3)
+    assert read == size + board.layout.mlp_bytes
+
+
+def test_check_n_run_takes_a_new_baseline_once_its_differentials_would_outgrow_one(tmp_path):
+    """Tables of 60 rows that every batch mostly touches: differentials are about as
+    large as the whole, so full and differential checkpoints alternate by the rule."""
+    batches = 6
+    _, stats = _run(tmp_path, "--system", "dram", "--batches", str(batches), "--rows", "60",
+                    "--checkpoint", "check-n-run", "--ckpt-interval", "1e-9")  # fmt: skip
+    spec = get_model("rmc1").capped(60)
+    options = RunOptions(system="dram", model="rmc1", batch_size=64, rows=60)
+    generator = input_generator(options, spec, 64)
+    row, mlps = spec.embedding_dim * 4, spec.mlp_param_count * 4
+    full_bytes, since, rows, written, previous = 0, 0, 0, 0, None
+    for n in range(batches):
+        batch = generator.batch(n)
+        unique = len(build_demand(spec, batch, n, previous).lookup.unique_rows)
+        previous = batch
+        diff = unique * row + mlps
+        if full_bytes == 0 or since + diff > full_bytes:
+            full_bytes, since = spec.total_rows * row + mlps, 0
+            rows, written = rows + spec.total_rows, written + full_bytes
+        else:
+            since, rows, written = since + diff, rows + unique, written + diff
+    assert int(stats["board.ft.checkpointRows"]) == rows
+    assert int(stats["board.ft.checkpointBytes"]) == written
+    assert rows > spec.total_rows * 2  # the rule did take a new baseline

@@ -57,6 +57,10 @@ class HostBoard(TrainingBoard):
         """The MLP parameters copied off the GPU for a checkpoint."""
         return self._copy(nbytes, "up")
 
+    def mlp_to_gpu(self, nbytes: int) -> Iterator[Stage]:
+        """Recovered MLP parameters copied to the GPU."""
+        return self._copy(nbytes, "down")
+
     def table_memory(self):
         return self.storage
 

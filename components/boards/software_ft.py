@@ -16,7 +16,8 @@ since the last complete checkpoint:
   per element (components/persistence/quantize.py); decoupled: training pauses only
   while the modified rows are snapshotted into host DRAM, and the snapshot is written
   to the store in the background, sharing DRAM, PCIe-attached storage and the host's
-  cores with training in the timing core. Recovery reads the full checkpoint and every
+  cores with training in the timing core. A new full checkpoint replaces the chain once
+  the differentials would outgrow it. Recovery reads the full checkpoint and every
   differential after it, and replays the batches since the last one.
 
 A checkpoint's large sequential copies are bulk flows at the devices' streaming
@@ -27,6 +28,7 @@ model like any other stream.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -101,6 +103,21 @@ class SoftwareCheckpoint(SimObject):
             full = layout.regions()["data"][1] + layout.mlp_bytes
             seconds = math.sqrt(2 * full / self.store.write_bandwidth * self.mtbf)
         return seconds * TICKS_PER_SECOND
+
+    def recovery(self, board) -> Iterator[Stage]:
+        """After a failure: the checkpoint read back from the store into the tables'
+        memory (in order), then the MLPs copied to the GPU."""
+        size = board.layout.regions()["data"][1]
+        yield bulk_stage(
+            ("read", self.store, self.recovery_bytes(board)),
+            ("write", board.checkpoint_source(), size),
+            latency=board.host.op_overhead,
+        )
+        yield from board.mlp_to_gpu(board.layout.mlp_bytes)
+
+    def recovery_bytes(self, board) -> int:
+        """Bytes a recovery reads from the store: the last full checkpoint."""
+        return board.layout.regions()["data"][1] + board.layout.mlp_bytes
 
     # ----- subclasses ------------------------------------------------------------------
     def take(self, board, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
@@ -185,6 +202,13 @@ class CheckNRunCheckpoint(SoftwareCheckpoint):
     def __init__(self, **overrides) -> None:
         super().__init__(**overrides)
         self.dram = Dram()  # the snapshot buffer, where the tables are not in DRAM
+        object.__setattr__(self, "_full", 0)  # bytes of the last full checkpoint
+        object.__setattr__(self, "_since_full", 0)  # differential bytes stored after it
+        object.__setattr__(self, "_writing", None)  # the background write in flight
+
+    def recovery_bytes(self, board) -> int:
+        """The last full checkpoint and every differential after it."""
+        return self._full + self._since_full
 
     def snapshot_memory(self, board):
         """Host DRAM for the snapshot: the tables' own channels on the DRAM system."""
@@ -198,15 +222,21 @@ class CheckNRunCheckpoint(SoftwareCheckpoint):
 
     def take(self, board, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
         n, s = ops.batch, board.scheduler
-        full = self.checkpoints.value == 0
-        row_bytes = board.layout.row_bytes
+        row_bytes, stored_row = board.layout.row_bytes, self.row_bytes_stored(board)
         start, size = board.layout.regions()["data"]
-        count = size // row_bytes if full else len(self._modified)
-        rows = self._modified
+        rows, mlps = self._modified, ops.demand.mlp_param_bytes
+        # a new baseline once the differentials would outgrow one (recovery reads both)
+        full = self._full == 0 or self._since_full + len(rows) * stored_row + mlps > self._full
+        count = size // row_bytes if full else len(rows)
         object.__setattr__(self, "_modified", np.zeros(0, dtype=np.int64))
         self.checkpoints += 1
         self.checkpointRows += count
-        stored = count * self.row_bytes_stored(board) + ops.demand.mlp_param_bytes
+        stored = count * stored_row + mlps
+        if full:
+            object.__setattr__(self, "_full", stored)
+            object.__setattr__(self, "_since_full", 0)
+        else:
+            object.__setattr__(self, "_since_full", self._since_full + stored)
         snapshot_bytes = count * row_bytes
 
         def snapshot(now):
@@ -222,8 +252,8 @@ class CheckNRunCheckpoint(SoftwareCheckpoint):
                 yield bulk_stage(("write", aside, snapshot_bytes))
 
         deps = [ops.update, ops.bottom_bwd]
-        if prev is not None and "ckpt_write" in prev.extra:
-            deps.append(prev.extra["ckpt_write"])
+        if self._writing is not None:  # one snapshot buffer: the last write must be out
+            deps.append(self._writing)
         snap = s.op("cnr_snapshot", "checkpoint", n, HostCpu.UNIT, snapshot, deps)
 
         def write(now):
@@ -231,9 +261,8 @@ class CheckNRunCheckpoint(SoftwareCheckpoint):
             aside = self.snapshot_memory(board)
             yield bulk_stage(("read", aside, snapshot_bytes), ("write", self.store, stored))
 
-        ops.extra["ckpt_write"] = s.op(
-            "cnr_write", "checkpoint", n, "ckpt_store", write, [snap], background=True
-        )
+        writing = s.op("cnr_write", "checkpoint", n, "ckpt_store", write, [snap], background=True)
+        object.__setattr__(self, "_writing", writing)
         return [snap]
 
 
