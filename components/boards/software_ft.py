@@ -127,7 +127,7 @@ class SoftwareCheckpoint(SimObject):
         """Rows modified since the last checkpoint (Check-N-Run's tracking)."""
 
     # ----- shared stages ---------------------------------------------------------------
-    def _dump(self, board, nbytes: int) -> Stage:
+    def dump(self, board, nbytes: int) -> Stage:
         """Every table read in order from its memory, ``nbytes`` (the tables and the
         MLPs) written in order to the store."""
         size = board.layout.regions()["data"][1]
@@ -179,7 +179,7 @@ class CprCheckpoint(SoftwareCheckpoint):
 
         def body(now):
             yield from board.mlp_to_host(ops.demand.mlp_param_bytes)
-            yield self._dump(board, data + ops.demand.mlp_param_bytes)
+            yield self.dump(board, data + ops.demand.mlp_param_bytes)
 
         deps = [ops.update, ops.bottom_bwd]
         return [board.scheduler.op("cpr_checkpoint", "checkpoint", n, HostCpu.UNIT, body, deps)]
@@ -220,10 +220,30 @@ class CheckNRunCheckpoint(SoftwareCheckpoint):
             return board.layout.row_bytes
         return quantized_row_bytes(board.spec.embedding_dim, int(self.quantize))
 
+    def snapshot(self, board, rows: np.ndarray | None, mlp_bytes: int) -> Iterator[Stage]:
+        """Training waits while the rows (``None``: every row, a full checkpoint, read in
+        order) are copied aside into host DRAM and the MLPs pulled off the GPU."""
+        yield from board.mlp_to_host(mlp_bytes)
+        row_bytes = board.layout.row_bytes
+        start, size = board.layout.regions()["data"]
+        source, aside = board.checkpoint_source(), self.snapshot_memory(board)
+        if rows is None:
+            yield bulk_stage(("read", source, size), ("write", aside, size))
+            return
+        read = source.read(rows, row_bytes, board.host.outstanding(row_bytes))
+        yield stage(read, latency=board.host.op_overhead)
+        yield bulk_stage(("write", aside, len(rows) * row_bytes))
+
+    def write(self, board, snapshot_bytes: int, stored: int) -> Iterator[Stage]:
+        """The background write: the snapshot read from DRAM, ``stored`` bytes (after
+        quantization) written to the store."""
+        aside = self.snapshot_memory(board)
+        yield bulk_stage(("read", aside, snapshot_bytes), ("write", self.store, stored))
+
     def take(self, board, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
         n, s = ops.batch, board.scheduler
         row_bytes, stored_row = board.layout.row_bytes, self.row_bytes_stored(board)
-        start, size = board.layout.regions()["data"]
+        size = board.layout.regions()["data"][1]
         rows, mlps = self._modified, ops.demand.mlp_param_bytes
         # a new baseline once the differentials would outgrow one (recovery reads both)
         full = self._full == 0 or self._since_full + len(rows) * stored_row + mlps > self._full
@@ -238,28 +258,17 @@ class CheckNRunCheckpoint(SoftwareCheckpoint):
         else:
             object.__setattr__(self, "_since_full", self._since_full + stored)
         snapshot_bytes = count * row_bytes
-
-        def snapshot(now):
-            """Training waits while the rows are copied aside (host DRAM) and the MLPs
-            are pulled off the GPU; the first, full, snapshot reads the tables in order."""
-            yield from board.mlp_to_host(ops.demand.mlp_param_bytes)
-            source, aside = board.checkpoint_source(), self.snapshot_memory(board)
-            if full:
-                yield bulk_stage(("read", source, size), ("write", aside, snapshot_bytes))
-            else:
-                read = source.read(rows, row_bytes, board.host.outstanding(row_bytes))
-                yield stage(read, latency=board.host.op_overhead)
-                yield bulk_stage(("write", aside, snapshot_bytes))
-
         deps = [ops.update, ops.bottom_bwd]
         if self._writing is not None:  # one snapshot buffer: the last write must be out
             deps.append(self._writing)
-        snap = s.op("cnr_snapshot", "checkpoint", n, HostCpu.UNIT, snapshot, deps)
+        snap = s.op(
+            "cnr_snapshot", "checkpoint", n, HostCpu.UNIT,
+            lambda now: self.snapshot(board, None if full else rows, mlps), deps,
+        )  # fmt: skip
 
         def write(now):
             self.checkpointBytes += stored
-            aside = self.snapshot_memory(board)
-            yield bulk_stage(("read", aside, snapshot_bytes), ("write", self.store, stored))
+            return self.write(board, snapshot_bytes, stored)
 
         writing = s.op("cnr_write", "checkpoint", n, "ckpt_store", write, [snap], background=True)
         object.__setattr__(self, "_writing", writing)

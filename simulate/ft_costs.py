@@ -1,0 +1,132 @@
+"""What one failure-tolerance scheme costs, timed by the engine: a batch, a checkpoint
+at a given interval, a recovery. ``scripts/compare_ft.py`` strings these into long runs
+(simulate/goodput.py)."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import replace
+
+import numpy as np
+
+from components.sim.engine import Engine
+from components.sim.schedule import Scheduler
+from components.sim.units import TICKS_PER_SECOND
+from simulate.configure import batch_size_of, connected_board, resolve_spec
+from simulate.goodput import Scheme
+from simulate.job import run_job
+from simulate.options import RunOptions
+from workloads.inputs import DEFAULT_ZIPF_EXPONENT
+from workloads.row_union import expected_distinct_rows
+
+TIMED_ROWS = 1 << 18  # rows of a differential timed in detail; others scale by rows
+
+
+def timed_run(options: RunOptions, **fields) -> dict:
+    """results.json of a run of ``options`` (outputs in a scratch directory)."""
+    with tempfile.TemporaryDirectory() as outdir:
+        return run_job(replace(options, outdir=outdir, progress=False, **fields))
+
+
+def _op_seconds(options: RunOptions, body) -> float:
+    """Seconds one op takes on a fresh, idle board of ``options``."""
+    spec, batch_size = resolve_spec(options), batch_size_of(options)
+    engine = Engine()
+    scheduler = Scheduler(engine)
+    board = connected_board(options, spec, batch_size, engine, scheduler)
+    op = scheduler.op("probe", "checkpoint", -1, None, lambda now: body(board))
+    engine.run()
+    return (op.record.end - op.record.start) / TICKS_PER_SECOND
+
+
+def paper_scheme(options: RunOptions, batches: int) -> tuple[Scheme, dict]:
+    """A system's own protocol: a checkpoint every batch, its critical-path share from
+    the batch's breakdown, the recovery from an injected failure's recovery run."""
+    timing = timed_run(options, batches=batches)
+    batch_s = timing["batch_time_ms"]["mean"] / 1e3
+    checkpoint_s = timing["breakdown_ms"]["checkpoint"] / 1e3
+    middle = f"{timing['batch_time_ms']['mean'] * 1.5}ms"
+    failure = timed_run(options, batches=3, fail_at=[middle])["failure"]
+    scheme = Scheme(
+        options.system, batch_s - checkpoint_s, checkpoint_s, failure["recovery_ms"] / 1e3, 1, True
+    )
+    return scheme, timing
+
+
+def cpr_costs(options: RunOptions) -> tuple[float, float, int]:
+    """(checkpoint s, recovery s, bytes per checkpoint) of a full CPR checkpoint."""
+    cpr = replace(options, checkpoint="cpr")
+
+    def checkpoint(board):
+        board.ft.checkpoints += 1
+        return board.ft.dump(board, board.ft.recovery_bytes(board))
+
+    seconds = _op_seconds(cpr, checkpoint) + _op_seconds(
+        cpr, lambda board: board.mlp_to_host(board.layout.mlp_bytes)
+    )
+    recovery = _op_seconds(cpr, lambda board: board.ft.recovery(board))
+    nbytes = _op_value(cpr, lambda board: board.ft.recovery_bytes(board))
+    return seconds, recovery, nbytes
+
+
+def _op_value(options: RunOptions, read):
+    spec, batch_size = resolve_spec(options), batch_size_of(options)
+    engine = Engine()
+    board = connected_board(options, spec, batch_size, engine, Scheduler(engine))
+    return read(board)
+
+
+def snapshot_rates(options: RunOptions) -> dict:
+    """Check-N-Run's snapshot on an idle board: the MLP pull alone, per row of a
+    differential (``TIMED_ROWS`` rows spread over the tables, timed in detail), and a
+    full snapshot."""
+    cnr = replace(options, checkpoint="check-n-run")
+    layout, mlps = _op_value(cnr, lambda b: (b.layout, b.layout.mlp_bytes))
+    start, data = layout.regions()["data"]
+    count = data // layout.row_bytes
+    sample = min(count, TIMED_ROWS)
+    step = max(count // sample, 1) * layout.row_bytes
+    addresses = start + np.arange(sample, dtype=np.int64) * step
+    mlp_only = _op_seconds(cnr, lambda b: b.ft.snapshot(b, addresses[:0], mlps))
+    rows = _op_seconds(cnr, lambda b: b.ft.snapshot(b, addresses, mlps))
+    return {
+        "mlp_s": mlp_only,
+        "per_row_s": (rows - mlp_only) / sample,
+        "full_s": _op_seconds(cnr, lambda b: b.ft.snapshot(b, None, mlps)),
+    }
+
+
+def cnr_costs(options: RunOptions, interval: int, batch_s: float, rates: dict) -> dict:
+    """Check-N-Run every ``interval`` batches: the differential holds the rows those
+    batches touched (their expected union), its snapshot blocks training, its write
+    overlaps the interval's batches and blocks only where it outlasts them; a new
+    baseline comes once the chain would outgrow a full checkpoint, so a recovery reads
+    on average the full one and half a chain."""
+    cnr = replace(options, checkpoint="check-n-run")
+    spec, batch_size = resolve_spec(cnr), batch_size_of(cnr)
+    zipf = DEFAULT_ZIPF_EXPONENT if cnr.zipf is None else cnr.zipf
+    (rows,) = expected_distinct_rows(spec, batch_size, zipf, np.array([interval]))
+    layout, stored_row = _op_value(cnr, lambda b: (b.layout, b.ft.row_bytes_stored(b)))
+    mlps, data = layout.mlp_bytes, layout.regions()["data"][1]
+    full_stored = data // layout.row_bytes * stored_row + mlps
+    diff_stored = int(rows * stored_row) + mlps
+    snapshot_s = rates["mlp_s"] + rates["per_row_s"] * rows
+    write_s = _op_seconds(cnr, lambda b: b.ft.write(b, int(rows) * layout.row_bytes, diff_stored))
+    full_write_s = _op_seconds(cnr, lambda b: b.ft.write(b, data, full_stored))
+    chain = max(int(full_stored // diff_stored), 1)  # checkpoints per baseline
+    window = interval * batch_s
+    diff_cost = snapshot_s + max(0.0, write_s - window)
+    full_cost = rates["full_s"] + max(0.0, full_write_s - window)
+
+    def recovery(board):
+        object.__setattr__(board.ft, "_full", full_stored)
+        object.__setattr__(board.ft, "_since_full", (chain - 1) * diff_stored // 2)
+        return board.ft.recovery(board)
+
+    return {
+        "checkpoint_s": (full_cost + (chain - 1) * diff_cost) / chain,
+        "recovery_s": _op_seconds(cnr, recovery),
+        "bytes_per_checkpoint": (full_stored + (chain - 1) * diff_stored) / chain,
+        "stored_bytes": full_stored + (chain - 1) * diff_stored / 2,
+        "rows": rows,
+    }
