@@ -41,6 +41,13 @@ NO_XPBUFFER = "--no-xpbuffer"
 SAMPLE = "--gem5-sample"
 LOW, HIGH = 0.85, 1.15
 UNUSED = ("--outdir", "--functional", "--fail-at", "--fail-random", "--pmem-image")
+UNUSED += (
+    "--sample",
+    "--checkpoint",
+    "--quantize",
+    "--mtbf",
+    "--ckpt-interval",
+)  # paper protocols, every batch
 UNUSED += ("--halt-on-failure", "--plot")  # per-op durations of plain runs, in a temp dir
 
 

@@ -36,6 +36,13 @@ from simulate.preflight import check_crashcheck  # noqa: E402
 PROG = "crashcheck.py"
 UNUSED = ("--outdir", "--functional", "--fail-at", "--fail-random", "--pmem-image")
 UNUSED += ("--halt-on-failure", "--plot")  # a crash check writes no outputs, cuts every state
+UNUSED += (
+    "--sample",
+    "--checkpoint",
+    "--quantize",
+    "--mtbf",
+    "--ckpt-interval",
+)  # paper protocols, every batch
 DEFAULTS = CheckSettings()
 
 

@@ -32,7 +32,7 @@ from simulate.configure import (
 )
 from simulate.failures import failure_field, record_run
 from simulate.host import drive_batches
-from simulate.options import RunOptions, SamplePlan
+from simulate.options import RunOptions, SamplePlan, UsageError
 from simulate.preflight import check_paths, failure_run
 from workloads.models import ModelSpec
 from workloads.training import FunctionalTrainer
@@ -51,10 +51,13 @@ def validate(options: RunOptions, writes_outdir: bool = True) -> None:
 def run_job(options: RunOptions) -> dict[str, Any]:
     """Simulate one run and write its outputs; returns results.json's content. A failure
     run simulates once: its recorded run gives both the stats and the failure reference."""
-    if options.sample is not None:
+    if gem5.available() and (options.sample_plan is not None or options.checkpoint != "paper"):
+        raise UsageError("under gem5 a run replays every batch of the paper's protocols: "
+                         "drop --sample and --checkpoint")  # fmt: skip
+    if options.sample_plan is not None:
         from simulate.sampling import run_sampled  # it builds on this module
 
-        return run_sampled(options, SamplePlan.parse(options.sample))
+        return run_sampled(options, SamplePlan.parse(options.sample_plan))
     started = time.monotonic()
     recorded = None
     if failure_run(options):

@@ -32,6 +32,8 @@ class QuietParser(argparse.ArgumentParser):
 
 
 SYSTEMS = ("ssd", "pmem", "pcie", "cxl-d", "cxl-b", "cxl", "dram")
+CHECKPOINTS = ("paper", "cpr", "check-n-run", "none")
+QUANTIZE = ("none", "8", "4")
 MAX_SEED = 2**32 - 1  # numpy's conventional 32-bit seed range; negative seeds are refused
 
 
@@ -61,8 +63,8 @@ class RunOptions:
     quantize: str = "none"
     mtbf: float | None = None
     ckpt_interval: float | None = None
-    sample: str | None = None
-    """PERIOD[:WARMUP[:UNITS]]: simulate a systematic sample of batches (simulate/sampling)."""
+    sample_plan: str | None = None
+    """--sample PERIOD[:WARMUP[:UNITS]]: a systematic sample of batches (simulate/sampling)."""
     board: TrainingBoard | None = None
     """A board built in Python (simulate.simulator): each simulation connects a copy of
     it. None: the CLI's board for ``system``."""
@@ -183,7 +185,7 @@ _RUN_ARGUMENTS: list[tuple[tuple[str, ...], dict]] = [
         ("--checkpoint",),
         dict(
             default="paper",
-            choices=("paper", "cpr", "check-n-run", "none"),
+            choices=CHECKPOINTS,
             help="failure tolerance: the system's own protocol (paper, default), or a "
             "software checkpoint of host tables to an NVMe store (cpr, check-n-run, "
             "none; dram, pmem and ssd systems; docs/software_ft.md)",
@@ -193,7 +195,7 @@ _RUN_ARGUMENTS: list[tuple[tuple[str, ...], dict]] = [
         ("--quantize",),
         dict(
             default="none",
-            choices=("none", "8", "4"),
+            choices=QUANTIZE,
             help="bits per element of Check-N-Run's checkpointed rows (default none)",
         ),
     ),
@@ -219,6 +221,7 @@ _RUN_ARGUMENTS: list[tuple[tuple[str, ...], dict]] = [
     (
         ("--sample",),
         dict(
+            dest="sample_plan",
             default=None,
             metavar="P[:W[:U]]",
             help="simulate every P-th batch in detail (W warm-up batches before U measured "
@@ -332,7 +335,7 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         raise UsageError("--pmem-image must not be empty")
     for text in args.fail_at:
         _check_time("--fail-at", text)
-    if args.sample is not None:
+    if args.sample_plan is not None:
         _check_sample(args)
     _check_software_ft(args)
     sets = []
@@ -360,7 +363,7 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         progress=args.progress,
         plot=args.plot,
         halt_on_failure=args.halt_on_failure,
-        sample=args.sample,
+        sample_plan=args.sample_plan,
         checkpoint=args.checkpoint,
         quantize=args.quantize,
         mtbf=args.mtbf,
@@ -370,6 +373,10 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
 
 def _check_software_ft(args: argparse.Namespace) -> None:
     """A software policy needs tables on the host, and its knobs need that policy."""
+    if args.checkpoint not in CHECKPOINTS:
+        raise UsageError(f"--checkpoint {args.checkpoint!r}: one of {', '.join(CHECKPOINTS)}")
+    if args.quantize not in QUANTIZE:
+        raise UsageError(f"--quantize {args.quantize!r}: one of {', '.join(QUANTIZE)}")
     software = args.checkpoint != "paper"
     if software and args.system not in ("dram", "pmem", "ssd"):
         raise UsageError(
@@ -394,7 +401,7 @@ def _check_software_ft(args: argparse.Namespace) -> None:
 
 def _check_sample(args: argparse.Namespace) -> None:
     """A sampled run skips timing only: numerics, failures and plots need every batch."""
-    SamplePlan.parse(args.sample).check(args.batches)
+    SamplePlan.parse(args.sample_plan).check(args.batches)
     needs_all = {
         "--functional": args.functional,
         "--fail-at": args.fail_at,

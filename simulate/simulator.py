@@ -56,6 +56,10 @@ class Simulator:
         pmem_image: str | os.PathLike | None = None,
         halt_on_failure: bool = False,
         sample: str | None = None,
+        checkpoint: str = "paper",
+        quantize: str = "none",
+        mtbf: float | None = None,
+        ckpt_interval: float | None = None,
         plot: bool = False,
         progress: bool = True,
     ) -> None:
@@ -91,7 +95,11 @@ class Simulator:
             progress=progress,
             plot=plot,
             halt_on_failure=halt_on_failure,
-            sample=sample,
+            sample_plan=sample,
+            checkpoint=checkpoint,
+            quantize=quantize,
+            mtbf=mtbf,
+            ckpt_interval=ckpt_interval,
         )
         self.options = replace(options_from_args(args), board=built, spec=custom)
         validate(self.options)
