@@ -17,6 +17,9 @@ from workloads.models import DEFAULT_BATCH_SIZE
 
 ID_LENGTH = 12
 NOT_IDENTITY = ("outdir", "progress", "plot")
+# options added after ids were published, whose default names today's behaviour: at
+# their default they are absent, so every existing id stays what it was
+NAMED_DEFAULTS = {"checkpoint": "paper", "quantize": "none"}
 
 
 def canonical(options: RunOptions) -> dict[str, Any]:
@@ -27,6 +30,9 @@ def canonical(options: RunOptions) -> dict[str, Any]:
     if data["batch_size"] is None:
         data["batch_size"] = DEFAULT_BATCH_SIZE
     data["sets"] = dict(sorted(dict(data["sets"]).items()))  # last --set of a path wins
+    for name, default in NAMED_DEFAULTS.items():
+        if data[name] == default:
+            data.pop(name)
     # an option that is off (False, None, empty) is absent: a new off-by-default option
     # leaves every existing id unchanged
     return {key: value for key, value in data.items() if not _absent(value)}
