@@ -4,6 +4,7 @@ FLOPs and bytes, and the embedding rows touched, independent of where the batch 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -30,6 +31,21 @@ class EmbeddingAccess:
     pooled_bytes: int  # B x T x dim x 4, reduced vectors sent to the GPU
     grad_bytes: int  # same size, bag gradients sent back
     reused_rows: int  # unique rows also touched by the previous batch
+    previous_rows: np.ndarray | None = None  # the previous batch's unique rows, sorted
+    previous_slot: np.ndarray | None = None  # per unique row: its index there, clipped
+    previous_shared: np.ndarray | None = None  # per unique row: the previous batch has it
+
+    @cached_property
+    def inverse(self) -> np.ndarray:
+        """Per lookup, the index of its row in ``unique_rows``: per-row analyses done
+        once on the unique rows reach every lookup (only some boards need it, so it is
+        computed when first asked for)."""
+        order = np.argsort(self.rows, kind="stable")
+        ordered = self.rows[order]
+        inverse = np.empty(self.rows.size, dtype=np.int64)
+        if ordered.size:
+            inverse[order] = np.cumsum(np.r_[True, ordered[1:] != ordered[:-1]]) - 1
+        return inverse
 
 
 @dataclass(frozen=True, eq=False)
@@ -92,9 +108,15 @@ def sorted_unique(values: np.ndarray) -> np.ndarray:
 
 
 def build_demand(
-    spec: ModelSpec, batch: Batch, batch_index: int, previous_batch: Batch | None
+    spec: ModelSpec,
+    batch: Batch,
+    batch_index: int,
+    previous_batch: Batch | None,
+    previous_rows: np.ndarray | None = None,
 ) -> BatchDemand:
-    """What batch batch_index asks of the GPU and of the embedding store."""
+    """What batch batch_index asks of the GPU and of the embedding store.
+    ``previous_rows``: the previous batch's sorted unique rows where the caller has
+    them already (its demand's), so they are not found again."""
     b = batch.batch_size
     inter_fwd, inter_bwd = _interaction(spec, b)
     kernels = {
@@ -105,11 +127,14 @@ def build_demand(
     }
     rows = batch.global_rows(spec.table_offsets)
     unique = sorted_unique(rows)
-    reused = 0
+    reused, prev, slot, shared = 0, None, None, None
     if previous_batch is not None:
-        prev = sorted_unique(previous_batch.global_rows(spec.table_offsets))
+        prev = previous_rows
+        if prev is None:
+            prev = sorted_unique(previous_batch.global_rows(spec.table_offsets))
         slot = np.minimum(np.searchsorted(prev, unique), prev.size - 1)
-        reused = int((prev[slot] == unique).sum())
+        shared = prev[slot] == unique
+        reused = int(shared.sum())
     pooled = b * spec.num_tables * spec.row_bytes
     access = EmbeddingAccess(
         rows=rows,
@@ -120,6 +145,9 @@ def build_demand(
         pooled_bytes=pooled,
         grad_bytes=pooled,
         reused_rows=reused,
+        previous_rows=prev,
+        previous_slot=slot,
+        previous_shared=shared,
     )
     return BatchDemand(
         kernels=kernels,

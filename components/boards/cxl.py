@@ -277,10 +277,7 @@ class CxlBoard(CxlBBoard):
             return lookup
         if prev.update.record.start >= 0:
             raise RuntimeError(f"batch {demand.batch} issued after batch {prev.batch}'s update")
-        previous_rows = prev.demand.lookup.unique_rows
-        slot = np.searchsorted(previous_rows, demand.lookup.rows)
-        slot = np.minimum(slot, len(previous_rows) - 1)
-        shared = previous_rows[slot] == demand.lookup.rows
+        slot, shared = _previous_slots(demand.lookup, prev.demand.lookup.unique_rows)
         self.correctedLookups += int(shared.sum())
         held = demand.lookup.pooled_bytes <= self.nmp.bag_buffer
         if self.correction == "gradient" and held:
@@ -293,7 +290,8 @@ class CxlBoard(CxlBBoard):
         else:
             self._corrections[prev.batch] = None  # the update writes the deltas instead
             self.deltaRegionBatches += 1
-            deltas = self.layout.delta_offsets(len(previous_rows))[slot[shared]]
+            previous = len(prev.demand.lookup.unique_rows)
+            deltas = self.layout.delta_offsets(previous)[slot[shared]]
 
             def body(now: int) -> Stage | int:
                 if deltas.size == 0:
@@ -371,3 +369,18 @@ class CxlBoard(CxlBBoard):
             until=ops.top,
         )
         return []
+
+
+def _previous_slots(lookup, previous_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per lookup: its row's index among the previous batch's sorted unique rows
+    (clipped) and whether that batch has the row. Found on the unique rows (the demand
+    has them where it was built against the same previous rows) and spread to every
+    lookup through the inverse: a tenth of the binary searches, the same answer."""
+    if lookup.previous_rows is previous_rows:
+        slot, shared = lookup.previous_slot, lookup.previous_shared
+    else:
+        slot = np.minimum(
+            np.searchsorted(previous_rows, lookup.unique_rows), len(previous_rows) - 1
+        )
+        shared = previous_rows[slot] == lookup.unique_rows
+    return slot[lookup.inverse], shared[lookup.inverse]
