@@ -25,6 +25,7 @@ class Kernel:
 class EmbeddingAccess:
     rows: np.ndarray  # int64 global row ids of every lookup, table-major, issue order
     unique_rows: np.ndarray  # sorted
+    counts: np.ndarray  # lookups of each unique row
     row_bytes: int
     tables: int
     lookups: int
@@ -103,8 +104,16 @@ def _optimizer_step(spec: ModelSpec) -> Kernel:
 
 def sorted_unique(values: np.ndarray) -> np.ndarray:
     """np.unique by sorting (faster than numpy 2's hash-based unique on row ids)."""
+    return unique_counts(values)[0]
+
+
+def unique_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The sorted distinct values and how often each occurs, from one sort."""
     ordered = np.sort(values)
-    return ordered[np.r_[True, ordered[1:] != ordered[:-1]]] if ordered.size else ordered
+    if not ordered.size:
+        return ordered, np.zeros(0, dtype=np.int64)
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    return ordered[starts], np.diff(np.r_[starts, ordered.size])
 
 
 def build_demand(
@@ -126,7 +135,7 @@ def build_demand(
         "bottom_bwd": [*_bwd("bottom_fc", spec.bottom_mlp, b, False), _optimizer_step(spec)],
     }
     rows = batch.global_rows(spec.table_offsets)
-    unique = sorted_unique(rows)
+    unique, counts = unique_counts(rows)
     reused, prev, slot, shared = 0, None, None, None
     if previous_batch is not None:
         prev = previous_rows
@@ -139,6 +148,7 @@ def build_demand(
     access = EmbeddingAccess(
         rows=rows,
         unique_rows=unique,
+        counts=counts,
         row_bytes=spec.row_bytes,
         tables=spec.num_tables,
         lookups=int(rows.shape[0]),
