@@ -110,3 +110,30 @@ def test_streams_without_numba_give_the_same_lines(monkeypatch):
     got, want = (streams.write_episodes(x, 256) for x in (compiled, fallback))
     for name in ("line", "ctrl", "rank", "full"):
         np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.integers(0, 1 << 20), min_size=1, max_size=200),
+    st.integers(1, 1000),
+    st.sampled_from([64, 256, 4096]),
+    st.sampled_from([1, 2, 16]),
+    st.integers(1, 6),
+    st.booleans(),
+)
+def test_split_kernel_matches_numpy(addr, size, unit, chunks, controllers, writes):
+    """The compiled split (lines, byte ranges, controllers, local lines, buffer hits)
+    against split_lines' numpy definition, on requests that may span lines."""
+    addr = np.array(addr, dtype=np.int64)
+    geometry = Geometry(unit, unit * chunks, controllers)
+    compiled = streams._split_compiled(addr, size, geometry, 8, 4, writes)
+    streams.kernels.COMPILED = False
+    try:
+        reference = streams.split_lines(addr, size, geometry, 8, 4, writes)
+    finally:
+        streams.kernels.COMPILED = True
+    for name in ("request", "line", "lo", "hi", "ctrl", "local", "hit", "episode", "order"):
+        got, want = getattr(compiled, name), getattr(reference, name)
+        assert (got is None) == (want is None), name
+        if got is not None:
+            np.testing.assert_array_equal(got, want, err_msg=name)

@@ -159,3 +159,41 @@ def running_max_per_group(values, group):  # pragma: no cover - compiled
             best[g] = shifted
         out[i] = best[g] - shift
     return out
+
+
+@_kernel
+def split(addr, size, unit, per_chunk, controllers, ranges):  # pragma: no cover - compiled
+    """A stream of ``size``-byte requests split into line accesses: each access's
+    request, line, controller and controller-local line, and with ``ranges`` the byte
+    range it covers within its line (Geometry.ctrl/local and split_lines' arithmetic,
+    on non-negative integers)."""
+    requests = addr.size
+    total = 0
+    for i in range(requests):
+        total += (addr[i] + size - 1) // unit - addr[i] // unit + 1
+    request = np.empty(total, dtype=np.int64)
+    line = np.empty(total, dtype=np.int64)
+    ctrl = np.empty(total, dtype=np.int64)
+    local = np.empty(total, dtype=np.int64)
+    lo = np.empty(total if ranges else 0, dtype=np.int64)
+    hi = np.empty(total if ranges else 0, dtype=np.int64)
+    k = 0
+    for i in range(requests):
+        start = addr[i]
+        first = start // unit
+        last = (start + size - 1) // unit
+        for ln in range(first, last + 1):
+            request[k] = i
+            line[k] = ln
+            chunk = ln // per_chunk
+            ctrl[k] = chunk % controllers
+            if per_chunk == 1:
+                local[k] = ln // controllers
+            else:
+                local[k] = (chunk // controllers) * per_chunk + ln % per_chunk
+            if ranges:
+                base = ln * unit
+                lo[k] = max(start, base) - base
+                hi[k] = min(start + size, base + unit) - base
+            k += 1
+    return request, line, lo, hi, ctrl, local

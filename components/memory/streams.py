@@ -84,6 +84,8 @@ def split_lines(
     only writes need (byte ranges within lines, episodes) when every request fits in one
     line."""
     unit = geometry.unit
+    if kernels.COMPILED:
+        return _split_compiled(addr, size, geometry, buffer_lines, write_queue, writes)
     first = addr // unit
     count = (addr + size - 1) // unit - first + 1
     single = int(count.max()) == 1
@@ -106,6 +108,33 @@ def split_lines(
         hit, episode, order = buffer_hits(line, ctrl, local, buffer_lines, writes)
     if request is None:
         request = np.arange(addr.size)
+    return Lines(request, line, lo, hi, ctrl, local, hit, episode, order)
+
+
+def _split_compiled(
+    addr: np.ndarray,
+    size: int,
+    geometry: Geometry,
+    buffer_lines: int,
+    write_queue: int,
+    writes: bool,
+) -> Lines:
+    """split_lines with the split, controllers and local lines in one compiled pass."""
+    unit = geometry.unit
+    request, line, lo, hi, ctrl, local = kernels.split(
+        _int64(addr), size, unit, geometry.interleave // unit, geometry.controllers, writes
+    )
+    if not writes:  # reads need byte ranges only where a request spans lines
+        if line.size == addr.size:
+            lo = hi = None
+        else:
+            base, start = line * unit, addr[request]
+            lo = np.maximum(start, base) - base
+            hi = np.minimum(start + size, base + unit) - base
+    if writes and buffer_lines == 0:
+        hit, episode, order = queue_merges(line, ctrl, write_queue)
+    else:
+        hit, episode, order = buffer_hits(line, ctrl, local, buffer_lines, writes)
     return Lines(request, line, lo, hi, ctrl, local, hit, episode, order)
 
 
