@@ -137,3 +137,15 @@ def test_split_kernel_matches_numpy(addr, size, unit, chunks, controllers, write
         assert (got is None) == (want is None), name
         if got is not None:
             np.testing.assert_array_equal(got, want, err_msg=name)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 400), st.integers(1, 8))
+def test_read_counts_kernel_matches_numpy(seed, size, controllers):
+    rng = np.random.default_rng(seed)
+    ctrl = rng.integers(0, controllers, size)
+    hit = rng.random(size) < 0.4
+    got = kernels.read_counts(ctrl, hit, controllers)
+    want = streams._read_counts(ctrl, hit, controllers)
+    for a, b in zip(got, want, strict=True):
+        assert a.dtype == b.dtype and a.tobytes() == b.tobytes()

@@ -197,3 +197,20 @@ def split(addr, size, unit, per_chunk, controllers, ranges):  # pragma: no cover
                 hi[k] = min(start + size, base + unit) - base
             k += 1
     return request, line, lo, hi, ctrl, local
+
+
+@_kernel
+def read_counts(ctrl, hit, controllers):  # pragma: no cover - compiled
+    """Per controller: misses and hits (floats, added in access order as bincount adds
+    its weights) and line accesses."""
+    misses = np.zeros(controllers)
+    hits = np.zeros(controllers)
+    accesses = np.zeros(controllers, dtype=np.int64)
+    for i in range(ctrl.size):
+        c = ctrl[i]
+        accesses[c] += 1
+        if hit[i]:
+            hits[c] += 1.0
+        else:
+            misses[c] += 1.0
+    return misses, hits, accesses

@@ -322,3 +322,24 @@ def small_keys(keys: np.ndarray) -> np.ndarray:
 def _int64(values: np.ndarray) -> np.ndarray:
     """A contiguous int64 array for the kernels (one compiled signature each)."""
     return np.ascontiguousarray(values, dtype=np.int64)
+
+
+def read_counts(
+    ctrl: np.ndarray, hit: np.ndarray, controllers: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per controller: a read stream's line misses and hits (floats) and its line
+    accesses."""
+    if kernels.COMPILED:
+        return kernels.read_counts(_int64(ctrl), hit, controllers)
+    return _read_counts(ctrl, hit, controllers)
+
+
+def _read_counts(
+    ctrl: np.ndarray, hit: np.ndarray, controllers: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """read_counts in numpy (the definition the kernel must match)."""
+    return (
+        np.bincount(ctrl, weights=~hit, minlength=controllers),
+        np.bincount(ctrl, weights=hit, minlength=controllers),
+        np.bincount(ctrl, minlength=controllers),
+    )
