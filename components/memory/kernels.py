@@ -177,20 +177,32 @@ def split(addr, size, unit, per_chunk, controllers, ranges):  # pragma: no cover
     local = np.empty(total, dtype=np.int64)
     lo = np.empty(total if ranges else 0, dtype=np.int64)
     hi = np.empty(total if ranges else 0, dtype=np.int64)
+    ushift = _log2(unit)  # powers of two (every device's) divide by shifting
+    cshift = _log2(per_chunk)
     k = 0
     for i in range(requests):
         start = addr[i]
-        first = start // unit
-        last = (start + size - 1) // unit
+        if ushift >= 0:
+            first = start >> ushift
+            last = (start + size - 1) >> ushift
+        else:
+            first = start // unit
+            last = (start + size - 1) // unit
         for ln in range(first, last + 1):
             request[k] = i
             line[k] = ln
-            chunk = ln // per_chunk
-            ctrl[k] = chunk % controllers
-            if per_chunk == 1:
+            if cshift == 0:  # line-interleaved (DRAM channels)
+                ctrl[k] = ln % controllers
                 local[k] = ln // controllers
             else:
-                local[k] = (chunk // controllers) * per_chunk + ln % per_chunk
+                if cshift > 0:
+                    chunk = ln >> cshift
+                    within = ln & (per_chunk - 1)
+                else:
+                    chunk = ln // per_chunk
+                    within = ln % per_chunk
+                ctrl[k] = chunk % controllers
+                local[k] = (chunk // controllers) * per_chunk + within
             if ranges:
                 base = ln * unit
                 lo[k] = max(start, base) - base
@@ -214,3 +226,15 @@ def read_counts(ctrl, hit, controllers):  # pragma: no cover - compiled
         else:
             misses[c] += 1.0
     return misses, hits, accesses
+
+
+@_kernel
+def _log2(value):  # pragma: no cover - compiled
+    """k where value == 2**k, else -1."""
+    if value <= 0 or value & (value - 1):
+        return -1
+    k = 0
+    while value > 1:
+        value >>= 1
+        k += 1
+    return k
