@@ -43,12 +43,14 @@ def drive_batches(
 
     def host():
         previous = generator.batch(batches.start - 1) if batches.start > 0 else None
+        previous_rows = None  # the previous demand's unique rows, found once
         for n in batches:
             raise_received()  # a Ctrl-C or SIGTERM that a finalizer dropped stops here
             batch = generator.batch(n)
             if trainer is not None:
                 trainer.step(batch)
-            demand = build_demand(spec, batch, n, previous)
+            demand = build_demand(spec, batch, n, previous, previous_rows)
+            previous_rows = demand.lookup.unique_rows
             ops = board.issue_batch(demand)
             ends.append(ops.end)
             previous = batch

@@ -64,25 +64,37 @@ class BatchSource:
             yield self.batch(i)
 
 
-def power_law_ranks(rng: np.random.Generator, rows: np.ndarray, exponent: float) -> np.ndarray:
-    """Popularity ranks (0 = hottest) with P(rank k) ~ (k+1)^-exponent, one per entry of rows.
+def power_law_ranks(
+    rng: np.random.Generator,
+    rows: np.ndarray,
+    exponent: float,
+    table_of: np.ndarray | None = None,
+) -> np.ndarray:
+    """Popularity ranks (0 = hottest) with P(rank k) ~ (k+1)^-exponent, one per entry of
+    rows, or with ``table_of`` one per entry of it, over ``rows[table_of]`` rows (the
+    table sizes' powers are then taken once per table, not once per lookup: the same
+    numbers).
 
     Inverse CDF of the continuous power law on [0.5, n+0.5) rounded to the nearest
     integer: the midpoint rule makes rank k's mass match k^-s within 1% for k >= 2
     (rank 1 gets ln 3 instead of 1 at s = 1) and needs no per-table CDF array, so tables of
     tens of millions of rows cost nothing.
     """
+
+    def spread(per_row: np.ndarray) -> np.ndarray:
+        return per_row if table_of is None else per_row[table_of]
+
     n = rows.astype(np.float64)
-    u = rng.random(rows.shape[0])
+    u = rng.random(rows.shape[0] if table_of is None else table_of.shape[0])
     lo = 0.5
     hi = n + 0.5
     if abs(exponent - 1.0) < 1e-9:
-        x = lo * np.power(hi / lo, u)
+        x = lo * np.power(spread(hi / lo), u)
     else:
         e = 1.0 - exponent
         a = lo**e
-        x = np.power(a + u * (np.power(hi, e) - a), 1.0 / e)
-    return np.minimum(np.floor(x + 0.5).astype(np.int64) - 1, rows - 1)
+        x = np.power(a + u * spread(np.power(hi, e) - a), 1.0 / e)
+    return np.minimum(np.floor(x + 0.5).astype(np.int64) - 1, spread(rows) - 1)
 
 
 def _coprime_multipliers(rows: tuple[int, ...], seed: int) -> np.ndarray:
@@ -187,7 +199,7 @@ class InputGenerator(BatchSource):
         so consecutive batches share only the rows popular enough to be drawn twice."""
         table_of = np.repeat(np.arange(lengths.shape[0]), lengths.sum(axis=1))
         n = self._rows[table_of]
-        ranks = power_law_ranks(rng, n, self.zipf_exponent)
+        ranks = power_law_ranks(rng, self._rows, self.zipf_exponent, table_of)
         rows = (ranks * self._multipliers[table_of] + self._shifts[table_of]) % n
         return rows + self.spec.table_offsets[table_of]
 

@@ -4,6 +4,7 @@ FLOPs and bytes, and the embedding rows touched, independent of where the batch 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -24,12 +25,28 @@ class Kernel:
 class EmbeddingAccess:
     rows: np.ndarray  # int64 global row ids of every lookup, table-major, issue order
     unique_rows: np.ndarray  # sorted
+    counts: np.ndarray  # lookups of each unique row
     row_bytes: int
     tables: int
     lookups: int
     pooled_bytes: int  # B x T x dim x 4, reduced vectors sent to the GPU
     grad_bytes: int  # same size, bag gradients sent back
     reused_rows: int  # unique rows also touched by the previous batch
+    previous_rows: np.ndarray | None = None  # the previous batch's unique rows, sorted
+    previous_slot: np.ndarray | None = None  # per unique row: its index there, clipped
+    previous_shared: np.ndarray | None = None  # per unique row: the previous batch has it
+
+    @cached_property
+    def inverse(self) -> np.ndarray:
+        """Per lookup, the index of its row in ``unique_rows``: per-row analyses done
+        once on the unique rows reach every lookup (only some boards need it, so it is
+        computed when first asked for)."""
+        order = np.argsort(self.rows, kind="stable")
+        ordered = self.rows[order]
+        inverse = np.empty(self.rows.size, dtype=np.int64)
+        if ordered.size:
+            inverse[order] = np.cumsum(np.r_[True, ordered[1:] != ordered[:-1]]) - 1
+        return inverse
 
 
 @dataclass(frozen=True, eq=False)
@@ -87,14 +104,28 @@ def _optimizer_step(spec: ModelSpec) -> Kernel:
 
 def sorted_unique(values: np.ndarray) -> np.ndarray:
     """np.unique by sorting (faster than numpy 2's hash-based unique on row ids)."""
+    return unique_counts(values)[0]
+
+
+def unique_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The sorted distinct values and how often each occurs, from one sort."""
     ordered = np.sort(values)
-    return ordered[np.r_[True, ordered[1:] != ordered[:-1]]] if ordered.size else ordered
+    if not ordered.size:
+        return ordered, np.zeros(0, dtype=np.int64)
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    return ordered[starts], np.diff(np.r_[starts, ordered.size])
 
 
 def build_demand(
-    spec: ModelSpec, batch: Batch, batch_index: int, previous_batch: Batch | None
+    spec: ModelSpec,
+    batch: Batch,
+    batch_index: int,
+    previous_batch: Batch | None,
+    previous_rows: np.ndarray | None = None,
 ) -> BatchDemand:
-    """What batch batch_index asks of the GPU and of the embedding store."""
+    """What batch batch_index asks of the GPU and of the embedding store.
+    ``previous_rows``: the previous batch's sorted unique rows where the caller has
+    them already (its demand's), so they are not found again."""
     b = batch.batch_size
     inter_fwd, inter_bwd = _interaction(spec, b)
     kernels = {
@@ -104,22 +135,29 @@ def build_demand(
         "bottom_bwd": [*_bwd("bottom_fc", spec.bottom_mlp, b, False), _optimizer_step(spec)],
     }
     rows = batch.global_rows(spec.table_offsets)
-    unique = sorted_unique(rows)
-    reused = 0
+    unique, counts = unique_counts(rows)
+    reused, prev, slot, shared = 0, None, None, None
     if previous_batch is not None:
-        prev = sorted_unique(previous_batch.global_rows(spec.table_offsets))
+        prev = previous_rows
+        if prev is None:
+            prev = sorted_unique(previous_batch.global_rows(spec.table_offsets))
         slot = np.minimum(np.searchsorted(prev, unique), prev.size - 1)
-        reused = int((prev[slot] == unique).sum())
+        shared = prev[slot] == unique
+        reused = int(shared.sum())
     pooled = b * spec.num_tables * spec.row_bytes
     access = EmbeddingAccess(
         rows=rows,
         unique_rows=unique,
+        counts=counts,
         row_bytes=spec.row_bytes,
         tables=spec.num_tables,
         lookups=int(rows.shape[0]),
         pooled_bytes=pooled,
         grad_bytes=pooled,
         reused_rows=reused,
+        previous_rows=prev,
+        previous_slot=slot,
+        previous_shared=shared,
     )
     return BatchDemand(
         kernels=kernels,

@@ -282,13 +282,13 @@ class CxlBoard(CxlBBoard):
         if prev.update.record.start >= 0:
             raise RuntimeError(f"batch {demand.batch} issued after batch {prev.batch}'s update")
         previous_rows = prev.demand.lookup.unique_rows
-        slot = np.searchsorted(previous_rows, demand.lookup.rows)
-        slot = np.minimum(slot, len(previous_rows) - 1)
-        shared = previous_rows[slot] == demand.lookup.rows
-        self.correctedLookups += int(shared.sum())
-        held = demand.lookup.pooled_bytes <= self.nmp.bag_buffer
+        slot, shared = _previous_slots(demand.lookup, previous_rows)
+        access = demand.lookup
+        corrected = int(access.counts[shared].sum())  # lookups of rows the update corrects
+        self.correctedLookups += corrected
+        held = access.pooled_bytes <= self.nmp.bag_buffer
         if self.correction == "gradient" and held:
-            self._corrections[prev.batch] = int(shared.sum())
+            self._corrections[prev.batch] = corrected
 
             def body(now: int) -> int:
                 return 0  # a join: the update did the work
@@ -297,7 +297,9 @@ class CxlBoard(CxlBBoard):
         else:
             self._corrections[prev.batch] = None  # the update writes the deltas instead
             self.deltaRegionBatches += 1
-            deltas = self.layout.delta_offsets(len(previous_rows))[slot[shared]]
+            inverse = access.inverse  # the deltas in lookup order
+            held_slots = slot[inverse][shared[inverse]]
+            deltas = self.layout.delta_offsets(len(previous_rows))[held_slots]
 
             def body(now: int) -> Stage | int:
                 if deltas.size == 0:
@@ -412,3 +414,14 @@ class CxlBoard(CxlBBoard):
             until=ops.top,
         )
         return []
+
+
+def _previous_slots(lookup, previous_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per unique row of ``lookup``: its index among the previous batch's sorted unique
+    rows (clipped) and whether that batch has the row (the demand has them where it was
+    built against the same previous rows). Per unique row, not per lookup: the counts
+    of lookups per row carry them to the lookups without a binary search each."""
+    if lookup.previous_rows is previous_rows:
+        return lookup.previous_slot, lookup.previous_shared
+    slot = np.minimum(np.searchsorted(previous_rows, lookup.unique_rows), len(previous_rows) - 1)
+    return slot, previous_rows[slot] == lookup.unique_rows

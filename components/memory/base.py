@@ -42,6 +42,7 @@ from components.memory.streams import (
     held_by,
     last_write_keys,
     rank_in_group,
+    read_counts,
     running_max_per_group,
     split_lines,
     write_episodes,
@@ -372,8 +373,7 @@ class MemoryDevice(SimObject):
         self._issued("read", addr, size, outstanding)
         lines = self._split(addr, size, writes=False)
         unit = self.access_unit
-        media = np.where(lines.hit, 0, unit)
-        misses_c = np.bincount(lines.ctrl, weights=~lines.hit, minlength=n)
+        misses_c, hits, reqs = read_counts(lines.ctrl, lines.hit, n)
         media_c = misses_c * unit
         missed = ~lines.hit if lines.hit.any() else slice(None)  # no copy without hits
         need_c = self._media_ticks(
@@ -385,12 +385,10 @@ class MemoryDevice(SimObject):
             lines.local[missed],
         )
         gates, stalled = self._raw_gates(lines)
-        reqs = np.bincount(lines.ctrl, minlength=n)
         if lines.lo is None:  # one line per request: each moves ``size`` bytes
             requested = reqs * size
         else:
             requested = np.bincount(lines.ctrl, weights=lines.hi - lines.lo, minlength=n)
-        hits = np.bincount(lines.ctrl, weights=lines.hit, minlength=n)
         stalls = np.bincount(lines.ctrl, weights=stalled, minlength=n)
         for c in range(n):
             ctrl = ctrls[c]
@@ -399,7 +397,7 @@ class MemoryDevice(SimObject):
             ctrl.readReqs += int(reqs[c])
             ctrl.bufferHits += int(hits[c])
             ctrl.rawStalls += int(stalls[c])
-        energy = float(media.sum()) * self.read_energy
+        energy = float(int(lines.hit.size - np.count_nonzero(lines.hit)) * unit) * self.read_energy
         self.readOps += 1
         self.dynamicEnergy += energy
         # the idle latency includes one line's media time, which the flow already serves

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from components.memory import kernels
+
 SUB_BLOCKS = 32  # coverage of a line is tracked in 1/32 sub-blocks (8 B of a 256 B XPLine)
 FULL = np.uint64((1 << SUB_BLOCKS) - 1)
 
@@ -82,6 +84,8 @@ def split_lines(
     only writes need (byte ranges within lines, episodes) when every request fits in one
     line."""
     unit = geometry.unit
+    if kernels.COMPILED:
+        return _split_compiled(addr, size, geometry, buffer_lines, write_queue, writes)
     first = addr // unit
     count = (addr + size - 1) // unit - first + 1
     single = int(count.max()) == 1
@@ -107,6 +111,33 @@ def split_lines(
     return Lines(request, line, lo, hi, ctrl, local, hit, episode, order)
 
 
+def _split_compiled(
+    addr: np.ndarray,
+    size: int,
+    geometry: Geometry,
+    buffer_lines: int,
+    write_queue: int,
+    writes: bool,
+) -> Lines:
+    """split_lines with the split, controllers and local lines in one compiled pass."""
+    unit = geometry.unit
+    request, line, lo, hi, ctrl, local = kernels.split(
+        _int64(addr), size, unit, geometry.interleave // unit, geometry.controllers, writes
+    )
+    if not writes:  # reads need byte ranges only where a request spans lines
+        if line.size == addr.size:
+            lo = hi = None
+        else:
+            base, start = line * unit, addr[request]
+            lo = np.maximum(start, base) - base
+            hi = np.minimum(start + size, base + unit) - base
+    if writes and buffer_lines == 0:
+        hit, episode, order = queue_merges(line, ctrl, write_queue)
+    else:
+        hit, episode, order = buffer_hits(line, ctrl, local, buffer_lines, writes)
+    return Lines(request, line, lo, hi, ctrl, local, hit, episode, order)
+
+
 def buffer_hits(
     line: np.ndarray, ctrl: np.ndarray, local: np.ndarray, entries: int, episodes: bool
 ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
@@ -119,6 +150,19 @@ def buffer_hits(
     if entries == 0:
         every = np.arange(size) if episodes else None
         return np.zeros(size, dtype=bool), every, every
+    if kernels.COMPILED:
+        hit, episode, order = kernels.buffer_hits(
+            _int64(line), _int64(ctrl), _int64(local), entries, episodes
+        )
+        return (hit, episode, order) if episodes else (hit, None, None)
+    return _buffer_hits(line, ctrl, local, entries, episodes)
+
+
+def _buffer_hits(
+    line: np.ndarray, ctrl: np.ndarray, local: np.ndarray, entries: int, episodes: bool
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """buffer_hits in numpy (the definition the kernel must match)."""
+    size = line.size
     slot = ctrl.astype(np.int64) * entries + local % entries
     order = np.argsort(small_keys(slot), kind="stable")
     sorted_slot, sorted_line = slot[order], line[order]
@@ -172,6 +216,22 @@ def _in_access_order(
 def write_episodes(lines: Lines, unit: int) -> Episodes:
     """One media write per episode, with the union of the byte ranges its writes cover
     (sub-block bit masks) and its rank among its controller's media writes."""
+    if kernels.COMPILED:
+        return Episodes(
+            *kernels.write_episodes(
+                _int64(lines.lo),
+                _int64(lines.hi),
+                lines.episode,
+                _int64(lines.line),
+                _int64(lines.ctrl),
+                unit,
+            )
+        )
+    return _write_episodes(lines, unit)
+
+
+def _write_episodes(lines: Lines, unit: int) -> Episodes:
+    """write_episodes in numpy (the definition the kernel must match)."""
     sub = unit / SUB_BLOCKS
     lo_blk = np.floor(lines.lo / sub).astype(np.uint64)
     hi_blk = np.ceil(lines.hi / sub).astype(np.uint64)
@@ -192,6 +252,13 @@ def write_episodes(lines: Lines, unit: int) -> Episodes:
 
 def rank_in_group(group: np.ndarray, groups: int) -> np.ndarray:
     """Each element's place among the elements of its group (0..groups-1) before it."""
+    if kernels.COMPILED:
+        return kernels.rank_in_group(_int64(group))
+    return _rank_in_group(group, groups)
+
+
+def _rank_in_group(group: np.ndarray, groups: int) -> np.ndarray:
+    """rank_in_group in numpy (the definition the kernel must match)."""
     order = np.argsort(small_keys(group), kind="stable")
     per_group = np.bincount(group, minlength=groups)
     rank = np.empty(group.size, dtype=np.int64)
@@ -216,6 +283,13 @@ def accepted_fraction(rank: np.ndarray, head: np.ndarray, free: np.ndarray) -> n
 
 def running_max_per_group(values: np.ndarray, group: np.ndarray) -> np.ndarray:
     """Running maximum of values in [0, 1] within each group, in order."""
+    if kernels.COMPILED:
+        return kernels.running_max_per_group(np.ascontiguousarray(values, float), _int64(group))
+    return _running_max_per_group(values, group)
+
+
+def _running_max_per_group(values: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """running_max_per_group in numpy (the definition the kernel must match)."""
     order = np.argsort(small_keys(group), kind="stable")
     shifted = values[order] + 2.0 * group[order]
     out = np.empty_like(values)
@@ -243,3 +317,29 @@ def small_keys(keys: np.ndarray) -> np.ndarray:
     """Small non-negative keys as int16 when they fit: numpy's stable argsort of 16-bit
     integers is a radix sort."""
     return keys.astype(np.int16) if keys.size and int(keys.max()) < 2**15 else keys
+
+
+def _int64(values: np.ndarray) -> np.ndarray:
+    """A contiguous int64 array for the kernels (one compiled signature each)."""
+    return np.ascontiguousarray(values, dtype=np.int64)
+
+
+def read_counts(
+    ctrl: np.ndarray, hit: np.ndarray, controllers: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per controller: a read stream's line misses and hits (floats) and its line
+    accesses."""
+    if kernels.COMPILED:
+        return kernels.read_counts(_int64(ctrl), hit, controllers)
+    return _read_counts(ctrl, hit, controllers)
+
+
+def _read_counts(
+    ctrl: np.ndarray, hit: np.ndarray, controllers: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """read_counts in numpy (the definition the kernel must match)."""
+    return (
+        np.bincount(ctrl, weights=~hit, minlength=controllers),
+        np.bincount(ctrl, weights=hit, minlength=controllers),
+        np.bincount(ctrl, minlength=controllers),
+    )

@@ -1,0 +1,104 @@
+"""How much slower than the hardware it models the simulator runs, per system and model.
+
+    python benchmarks/bench_slowdown.py [--models rm1,rm2] [--systems cxl,pmem]
+        [--short 2] [--long 8] [--repeats 3] [--memory 4,40] [--baseline CHECKOUT]
+
+Per (system, model), each in a fresh subprocess: CPU seconds of a ``--short`` and a
+``--long`` run of the same seed; their difference over the extra batches is the CPU
+cost of one simulated batch with start-up, imports, kernel loading and output writing
+taken out. The machine may be shared, so each run is repeated and the minimum taken
+(noise only ever adds time). The slowdown is that CPU time per batch over the
+simulated batch time (below 1: faster than the hardware). With ``--memory A,B`` also
+the peak resident memory of A- and B-batch runs, which must stay flat in batches (the
+host keeps only a few batches' inputs alive). With ``--baseline`` another checkout
+(e.g. ``git worktree add --detach ../base <commit>``) runs the same configurations,
+its runs alternating with this one's so both see the same load, and the table adds its
+CPU time per batch and the speed-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SYSTEMS = ("ssd", "pmem", "pcie", "cxl-d", "cxl-b", "cxl", "dram")
+PROBE = (
+    "import json,resource,sys,time; sys.path.insert(0, {repo!r});"
+    "from simulate.job import run_job; from simulate.options import RunOptions;"
+    "start = time.process_time();"
+    "res = run_job(RunOptions(system={system!r}, model={model!r}, batches={batches},"
+    " outdir={outdir!r}, progress=False));"
+    "print(json.dumps([time.process_time() - start,"
+    " resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, res['batch_times_ms']]))"
+)
+
+
+def probe(
+    system: str, model: str, batches: int, repo: str = REPO
+) -> tuple[float, float, list[float]]:
+    """CPU seconds inside the run, peak RSS (MiB) and the simulated batch times (ms)."""
+    with tempfile.TemporaryDirectory() as outdir:
+        code = PROBE.format(repo=repo, system=system, model=model, batches=batches, outdir=outdir)
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=repo
+        )
+    cpu, rss, times = json.loads(out.stdout.strip().splitlines()[-1])
+    return cpu, rss / 1024, times
+
+
+def per_batch(system: str, model: str, short: int, long: int, repeats: int, repos: list[str]):
+    """Per checkout: the minimum CPU ms per extra batch; and the simulated ms per batch
+    of those batches (this checkout's). Checkouts alternate run by run."""
+    cpu_short = {repo: math.inf for repo in repos}
+    cpu_long = dict(cpu_short)
+    simulated = 0.0
+    for _ in range(repeats):
+        for repo in repos:
+            cpu_short[repo] = min(cpu_short[repo], probe(system, model, short, repo)[0])
+            cpu, _rss, times = probe(system, model, long, repo)
+            cpu_long[repo] = min(cpu_long[repo], cpu)
+            if repo == repos[0]:
+                simulated = sum(times[short:]) / (long - short)
+    cpu_ms = [1e3 * (cpu_long[r] - cpu_short[r]) / (long - short) for r in repos]
+    return cpu_ms, simulated
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="rm1,rm2,rm3,rm4")
+    parser.add_argument("--systems", default=",".join(SYSTEMS))
+    parser.add_argument("--short", type=int, default=2)
+    parser.add_argument("--long", type=int, default=8)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--memory", default="", help="A,B: peak RSS of A- and B-batch runs")
+    parser.add_argument("--baseline", help="another checkout to measure alongside")
+    args = parser.parse_args()
+    if args.long <= args.short:
+        parser.error("--long must exceed --short")
+    memory = [int(b) for b in args.memory.split(",")] if args.memory else []
+    repos = [REPO] + ([os.path.abspath(args.baseline)] if args.baseline else [])
+    head = "| model | system | CPU ms / batch | simulated ms / batch | slowdown |"
+    head += " baseline CPU ms / batch | speed-up |" if args.baseline else ""
+    head += "".join(f" RSS MiB @{b} |" for b in memory)
+    print(head)
+    print("|---" * (5 + 2 * bool(args.baseline) + len(memory)) + "|")
+    for model in args.models.split(","):
+        for system in args.systems.split(","):
+            cpu_ms, simulated = per_batch(system, model, args.short, args.long, args.repeats, repos)
+            cpu = cpu_ms[0]
+            row = f"| {model} | {system} | {cpu:.1f} | {simulated:.3f} | {cpu / simulated:.2f} |"
+            if args.baseline:
+                row += f" {cpu_ms[1]:.1f} | {cpu_ms[1] / cpu:.1f}x |"
+            row += "".join(f" {probe(system, model, b)[1]:.0f} |" for b in memory)
+            print(row, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
