@@ -5,7 +5,7 @@ addresses (boards use this layout), so one layout is the truth for both:
   header   magic, version, header JSON (layout + identity of the run) and its CRC32
   data     the embedding table, (total_rows, dim) float32, row r at r * dim * 4
   flags    persistent flags, one 8 B word each: batch + 1 in the low 32 bits and the
-           CRC32 of those 4 bytes in the high 32 (0 = unset; a flag is self-checking)
+           (seeded) CRC32 of those 4 bytes in the high 32 (0 = unset; self-checking)
   emb0/1   embedding log slots: record header + (row id int64, values) entries
   mlp0/1   MLP log slots: record header + float32 parameters
   base     the MLP checkpoint recovery falls back on (the initial MLPs, batch 0)
@@ -19,8 +19,9 @@ MLP record). A record's CRC covers its accumulators too.
 
 A record header is (batch int64, count int64, crc32 uint32) in the first line (256 B) of its
 region; the CRC covers the batch and count fields as well as the payloads, so no field a
-recovery acts on is outside a checksum; a flag is set only after its record is durable, so a flagged record whose CRC
-does not match means the image is corrupt, never that it is merely old.
+recovery acts on is outside a checksum. A flag is set only after its record is durable,
+so a flagged record whose CRC does not match means the image is corrupt, never that it
+is merely old.
 
 The header also carries the identity of the configuration that wrote the image
 (system, model, rows, batch size, seed, optimizer and a hash of every parameter), so
@@ -47,6 +48,7 @@ WORD = 8
 FLAG_NAMES = ("emb0", "emb1", "mlp0", "mlp1")
 OPTIMIZERS = ("sgd", "adagrad")
 FLAG_BATCHES = 1 << 32  # a flag's batch + 1 fills its low 32 bits
+FLAG_SEED = zlib.crc32(b"TCXLFLAG")  # a flag's check: CRC32 of its value from this seed
 LAYOUT_LIMIT = 1 << 40  # no layout field (rows, width, counts) is beyond this
 
 
@@ -195,11 +197,12 @@ def record_header(batch: int, count: int, *payloads: np.ndarray) -> np.ndarray:
 
 
 def flag_word(batch: int) -> int:
-    """The 8 B word that sets a flag to ``batch``: batch + 1, then its own CRC32."""
+    """The 8 B word that sets a flag to ``batch``: batch + 1, then its CRC32 (seeded, so
+    that a word of all ones, whose plain CRC32 matches, fails)."""
     value = batch + 1
     if not 1 <= value < FLAG_BATCHES:
         raise ValueError(f"flag batch {batch} outside [0, 2^32 - 1)")
-    return value | zlib.crc32(value.to_bytes(4, "little")) << 32
+    return value | zlib.crc32(value.to_bytes(4, "little"), FLAG_SEED) << 32
 
 
 def flag_batches(words: np.ndarray) -> np.ndarray:
@@ -208,7 +211,7 @@ def flag_batches(words: np.ndarray) -> np.ndarray:
     for i, word in enumerate(np.asarray(words, dtype=np.uint64).tolist()):
         if word:
             value = word & (FLAG_BATCHES - 1)
-            good = value and word >> 32 == zlib.crc32(value.to_bytes(4, "little"))
+            good = value and word >> 32 == zlib.crc32(value.to_bytes(4, "little"), FLAG_SEED)
             out[i] = value - 1 if good else -2
     return out
 
