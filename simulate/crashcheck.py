@@ -61,7 +61,8 @@ class CheckSettings:
     each), drawn at random (seeded) from the distinct
     recoveries the walk runs; ``resumed`` recoveries whose resumed training is recorded
     and crashed again (``resumed_prefix`` sampled persist ticks each); ``schedules``:
-    the other order of every pair of concurrent unordered ops."""
+    the other order of every pair of concurrent unordered ops (``schedule_prefix``
+    sampled persist ticks of each window, every crash interval in it reordered)."""
 
     explore: ExploreSettings = ExploreSettings()
     interrupted: int = 400
@@ -70,6 +71,7 @@ class CheckSettings:
     resumed: int = 3
     resumed_prefix: int = 600
     schedules: bool = True
+    schedule_prefix: int = 256
 
 
 @dataclass
@@ -450,6 +452,8 @@ def crashcheck(
     report.exhaustive_intervals = sum(i.exhaustive for i in explorer.intervals)
     if sampled:
         report.pair_coverage = (float(np.mean(sampled)), float(np.min(sampled)))
+    points = checker.resume_points
+    del checker, explorer  # their sorted piece arrays: the variants build their own
     quiet = CheckSettings(interrupted=0, media=0, metadata=0, resumed=0, schedules=False)
     if settings.schedules:
         for variant in reordered_schedules(journal, stretch.records):
@@ -457,10 +461,11 @@ def crashcheck(
                 report.schedules_skipped += 1
                 continue
             report.schedules += 1
-            walk = replace(settings.explore, window=variant.window)
+            walk = replace(settings.explore, window=variant.window, prefix=settings.schedule_prefix)
             other = CrashExplorer(variant.journal, initial_words, walk)
             _walk(Checker(other, protocol, reference, report, quiet, bounds, "schedule"))
-    for _, words in checker.resume_points:
+    del journal, reference, initial_words  # a resumed run has its own (and a stretch more)
+    for _, words in points:
         _resumed(options, make, optimizer, start, stretch, words, bounds, report, settings)
     report.seconds = time.perf_counter() - started
     return report

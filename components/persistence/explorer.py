@@ -242,6 +242,8 @@ class CrashExplorer:
 
     def _prefix_ticks(self) -> np.ndarray:
         ticks = np.unique(self.journal.p)
+        if self.settings.window is not None:  # a sample is drawn from the window's ticks
+            ticks = ticks[(ticks >= self.settings.window[0]) & (ticks <= self.settings.window[1])]
         k = self.settings.prefix
         if k == 0:
             return np.zeros(0, dtype=np.int64)
