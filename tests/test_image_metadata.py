@@ -181,3 +181,24 @@ def test_an_image_cut_beyond_the_run_is_one_error_line(cut_image, tmp_path):
     assert cut >= 2  # the precondition: the cut is beyond a 1-batch run
     proc = run(["--batches", "1", "--pmem-image", str(image)], tmp_path / "x")
     one_line_error(proc, f"was cut at batch {cut}, beyond the --batches 1")
+
+
+@settings(
+    max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(where=st.sampled_from(FIELDS), value=WRONG)
+def test_any_ill_typed_layout_field_is_refused_by_the_cli_in_one_line(
+    cut_image, tmp_path_factory, where, value
+):
+    """The same property end to end: one `error:` line, exit 2, the image untouched."""
+    tmp_path = tmp_path_factory.mktemp("bad")
+    image = tmp_path / "pmem.img"
+    image.write_bytes(cut_image.read_bytes())
+    header = PmemImage.open(str(image), writable=False)
+    fields = {"layout": header.layout.fields(), "identity": header.identity}
+    fields["layout"][where] = 3 if where == "optimizer" and value in ("sgd", "adagrad") else value
+    rewrite_header(image, fields)
+    before = image.read_bytes()
+    proc = run(["--batches", "6", "--pmem-image", str(image)], tmp_path / "x")
+    one_line_error(proc, f"corrupt PMEM image {image}: unreadable header")
+    assert image.read_bytes() == before
