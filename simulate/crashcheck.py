@@ -60,7 +60,8 @@ class CheckSettings:
     headers, flags and the base record (``metadata`` states, every field flipped in
     each), drawn at random (seeded) from the distinct
     recoveries the walk runs; ``resumed`` recoveries whose resumed training is recorded
-    and crashed again (``resumed_prefix`` sampled persist ticks each); ``schedules``:
+    and crashed again (its first ``resumed_batches``, ``resumed_prefix`` sampled persist
+    ticks of them); ``schedules``:
     the other order of every pair of concurrent unordered ops (``schedule_prefix``
     sampled persist ticks of each window, every crash interval in it reordered)."""
 
@@ -69,9 +70,10 @@ class CheckSettings:
     media: int = 64
     metadata: int = 24
     resumed: int = 3
-    resumed_prefix: int = 600
+    resumed_prefix: int = 200
+    resumed_batches: int = 3
     schedules: bool = True
-    schedule_prefix: int = 256
+    schedule_prefix: int = 64
 
 
 @dataclass
@@ -146,13 +148,15 @@ class Checker:
         settings: CheckSettings,
         bounds: Guarantee | None = None,
         family: str | None = None,
+        resume=None,
     ) -> None:
         """``bounds``: the stretch's absolute guarantee; ``family``: the mode its states
-        are reported under (None: the explorer's own: prefix, full, partial)."""
+        are reported under (None: the explorer's own: prefix, full, partial);
+        ``resume``: called with a copy of the image at each drawn resume point."""
         self.explorer = explorer
         self.bounds = bounds
         self.family = family
-        self.resume_points: list[tuple[int, np.ndarray]] = []
+        self.resume = resume
         self.protocol = protocol
         self.reference = reference
         self.report = report
@@ -179,6 +183,7 @@ class Checker:
         if self.layout.adagrad:
             self.always.add(self.index["rowacc"])
         self.last = None
+        self.tick = 0
 
     # ----- one state --------------------------------------------------------------------
     def check(self, state: CrashState) -> None:
@@ -196,9 +201,9 @@ class Checker:
             self.report.recoveries += 1
             if rec is not None and outcome[0] != VIOLATION:
                 self.explore_recovery(rec, state, regions)
-                if rec.batch > 0 and self._due("resumed", state.tick):
+                if self.resume and rec.batch > 0 and self._due("resumed", state.tick):
                     state.apply()
-                    self.resume_points.append((state.tick, self.explorer.words.copy()))
+                    self.resume(self.explorer.words.copy())
             self.image.on_read = None
         self.last = regions if state.mode == "prefix" and outcome[0] != VIOLATION else None
         self.record(state, outcome)
@@ -429,10 +434,25 @@ def crashcheck(
         unhonoured_fences=list(journal.unhonoured_fences),
         guarantee=bounds.describe(),
     )
-    initial_words = base.words.copy() if settings.schedules else None
+    started = time.perf_counter()
+    if settings.schedules:  # first: each variant walks a copy of the pristine image
+        quiet = CheckSettings(interrupted=0, media=0, metadata=0, resumed=0, schedules=False)
+        for variant in reordered_schedules(journal, stretch.records):
+            if variant is None:
+                report.schedules_skipped += 1
+                continue
+            report.schedules += 1
+            walk = replace(settings.explore, window=variant.window, prefix=settings.schedule_prefix)
+            other = CrashExplorer(variant.journal, base.words, walk)
+            _walk(Checker(other, protocol, reference, report, quiet, bounds, "schedule"))
+            del other
     explorer = CrashExplorer(journal, base.words, settings.explore, copy=False)
     estimate = _estimate(journal, settings.explore)
-    checker = Checker(explorer, protocol, reference, report, settings, bounds)
+
+    def resume(words: np.ndarray) -> None:
+        _resumed(options, make, optimizer, start, stretch, words, bounds, report, settings)
+
+    checker = Checker(explorer, protocol, reference, report, settings, bounds, resume=resume)
     progress = tqdm(
         total=estimate,
         desc=f"crash states {options.system}",
@@ -441,7 +461,6 @@ def crashcheck(
         disable=not options.progress,
         leave=False,
     )
-    started = time.perf_counter()
     for state in explorer.walk(checker.watch):
         before = report.states
         checker.check(state)
@@ -452,21 +471,6 @@ def crashcheck(
     report.exhaustive_intervals = sum(i.exhaustive for i in explorer.intervals)
     if sampled:
         report.pair_coverage = (float(np.mean(sampled)), float(np.min(sampled)))
-    points = checker.resume_points
-    del checker, explorer  # their sorted piece arrays: the variants build their own
-    quiet = CheckSettings(interrupted=0, media=0, metadata=0, resumed=0, schedules=False)
-    if settings.schedules:
-        for variant in reordered_schedules(journal, stretch.records):
-            if variant is None:
-                report.schedules_skipped += 1
-                continue
-            report.schedules += 1
-            walk = replace(settings.explore, window=variant.window, prefix=settings.schedule_prefix)
-            other = CrashExplorer(variant.journal, initial_words, walk)
-            _walk(Checker(other, protocol, reference, report, quiet, bounds, "schedule"))
-    del journal, reference, initial_words  # a resumed run has its own (and a stretch more)
-    for _, words in points:
-        _resumed(options, make, optimizer, start, stretch, words, bounds, report, settings)
     report.seconds = time.perf_counter() - started
     return report
 
@@ -490,10 +494,12 @@ def _resumed(options, make, optimizer, start, stretch, words, bounds, report, se
     if rec.batch >= options.batches:
         return
     state = ModelState(rec.table, rec.mlp, rec.row_acc, rec.mlp_acc)
-    resumed = run_stretch(options, rec.batch, state, DEFAULT_LR, optimizer)
+    ahead = replace(options, batches=min(options.batches, rec.batch + settings.resumed_batches))
+    resumed = run_stretch(ahead, rec.batch, state, DEFAULT_LR, optimizer)
     history = reference_from(start)
     history.extend(stretch.facts)
     history.extend(resumed.facts)
+    history.cache_all(ahead.batches)
     protocol = make(image.layout)
     journal = build_journal(protocol, resumed)
     age = rec.batch - rec.mlp_batch
