@@ -69,7 +69,7 @@ class CheckSettings:
     interrupted: int = 400
     media: int = 64
     metadata: int = 24
-    resumed: int = 3
+    resumed: int = 2
     resumed_prefix: int = 200
     resumed_batches: int = 3
     schedules: bool = True

@@ -41,7 +41,7 @@ def test_every_allowed_crash_state_of_a_real_protocol_recovers(system):
         assert report.states == 1 + 1 + 11 and report.modes["metadata"] == 11
         return
     assert report.modes["prefix"] > 2000 and report.modes["partial"] > 100
-    assert report.resumed_runs >= 2 and report.modes["resumed"] > 1000  # 3 drawn, R < end
+    assert report.resumed_runs >= 1 and report.modes["resumed"] > 200  # 2 drawn, R < end
     assert report.interrupted == 400 + 20 * report.resumed_runs and report.media == 64
     assert report.modes["full"] > 0 and report.metadata >= 24 * (4 + 2 * 7)
     assert report.exhaustive_intervals > 0 and 0.9 < report.pair_coverage[1] <= 1.0
