@@ -1,15 +1,19 @@
 """Explore the crash states of one recorded run and check each system's recovery.
 
     python scripts/crashcheck.py --system cxl-b --model rmc1 --rows 64 --batch-size 8 \
-        --batches 4 [--sample K] [--budget N] [--interrupted N] [--media-faults N]
+        --batches 4 [--sample K] [--budget N] [--interrupted N] [--media-faults N] \
+        [--metadata-faults N] [--resumed N] [--no-schedules]
 
 Simulates the run once and walks the crash states the persistency model allows
 (docs/failures.md): the timing's own persist order at every persist tick (or K sampled
 ones), then in every crash interval the reorderings and torn subsets of the writes in
-flight (all of them when at most --budget, else --budget seeded samples), failures
-during recovery and bit flips in the records recovery reads. Prints every violation
-(tick, mode, regions, why), a summary line on stderr (states per second, coverage of
-the sampled intervals), then a JSON summary line on stdout. Exit 0 clean, 1 with
+flight (all of them when at most --budget, else --budget seeded samples), the other
+finishing order of every pair of concurrent ops the board does not order, failures
+during recovery and in the training resumed after one, bit flips in the records
+recovery reads and in its metadata (headers, flags, base record). Prints every
+violation (tick, mode, regions, why), the system's absolute guarantee and a summary
+line on stderr (states per second, coverage of the sampled intervals), then a JSON
+summary line on stdout. Exit 0 clean, 1 with
 violations, 2 bad input.
 """
 
@@ -47,12 +51,33 @@ DEFAULTS = CheckSettings()
 
 
 def settings_from_args(args, seed: int) -> CheckSettings:
-    for name in ("sample", "budget", "interrupted", "media_faults"):
+    for name in ("sample", "budget", "interrupted", "media_faults", "metadata_faults", "resumed"):
         if getattr(args, name) < 0:
             flag = "--" + name.replace("_", "-")
             raise UsageError(f"{flag} must not be negative, got {getattr(args, name)}")
     explore = ExploreSettings(prefix=args.sample or -1, budget=args.budget, seed=seed)
-    return CheckSettings(explore, args.interrupted, args.media_faults)
+    return CheckSettings(
+        explore,
+        args.interrupted,
+        args.media_faults,
+        metadata=args.metadata_faults,
+        resumed=args.resumed,
+        schedules=not args.no_schedules,
+    )
+
+
+def guarantee_line(bounds: dict) -> str:
+    """The absolute bound the oracle enforced, in words."""
+    line = "resume at or after the newest batch whose checkpoint ops ended"
+    if bounds.get("max_mlp_age") is None:
+        return line
+    line += f"; MLPs at most {bounds['max_mlp_age']} batches older than the resume batch"
+    if "mlp_log_gap" in bounds:
+        line += (
+            f" (MLP-log gap {bounds['mlp_log_gap']} + 2 x the longest copy, "
+            f"{bounds['copy_batches']} batch{'es' if bounds['copy_batches'] != 1 else ''})"
+        )
+    return line
 
 
 def main(argv: list[str]) -> int:
@@ -79,6 +104,23 @@ def main(argv: list[str]) -> int:
         default=DEFAULTS.media,
         help="bit flips in records recovery reads to check",
     )
+    parser.add_argument(
+        "--metadata-faults",
+        type=int,
+        default=DEFAULTS.metadata,
+        help="states whose every record header field and flag is flipped in turn",
+    )
+    parser.add_argument(
+        "--resumed",
+        type=int,
+        default=DEFAULTS.resumed,
+        help="recoveries whose resumed training is recorded and crashed again",
+    )
+    parser.add_argument(
+        "--no-schedules",
+        action="store_true",
+        help="do not explore the other order of concurrent unordered ops",
+    )
     parser.add_argument("--optimizer", default="sgd", choices=OPTIMIZERS, help="training optimizer")
 
     def body() -> int:
@@ -95,6 +137,7 @@ def main(argv: list[str]) -> int:
                 f"{violation['regions']}: {violation['why']}"
             )
         summary = report.summary()
+        print(f"{options.system}: guarantee: {guarantee_line(report.guarantee)}", file=sys.stderr)
         coverage = summary["sampled_pair_coverage"]
         print(
             f"{options.system}: {report.states} crash states in {report.seconds:.1f} s "

@@ -9,10 +9,14 @@ oracle against what the protocol guarantees (simulate/oracle.py). A recovery's v
 is reused while the bytes of every region it read are unchanged (generations), so
 states that differ only where recovery does not look cost a dictionary lookup.
 
-Two more families are drawn from the states visited: failures DURING recovery (the
+More families are drawn from the states visited: failures DURING recovery (the
 recovery's earlier epochs durable, a torn subset of one epoch, then a fresh recovery
-that must reach the same state) and media faults (one flipped bit in a record the
-recovery read: it must be refused as corrupt or not matter).
+that must reach the same state), media faults (one flipped bit in a record the
+recovery read, or in metadata: a record header field, a flag, the base record's
+header: it must be refused as corrupt or not matter) and failures in the training
+RESUMED after a recovery (the recovered image, a fresh recorded stretch from the
+resume batch, its crash states). Schedules are explored too (simulate/schedules.py):
+for every pair of concurrent ops the board does not order, the other finishing order.
 """
 
 from __future__ import annotations
@@ -20,13 +24,13 @@ from __future__ import annotations
 import sys
 import time
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from tqdm import tqdm
 
 from components.persistence.explorer import CrashExplorer, CrashState, ExploreSettings
-from components.persistence.image import RECORD_HEADER, WORD, CorruptImage, PmemImage
+from components.persistence.image import FLAG_NAMES, RECORD_HEADER, WORD, CorruptImage, PmemImage
 from components.persistence.protocols import PROTOCOLS, Protocol, Recovery
 from components.persistence.writes import Writes, all_words
 from simulate.options import RunOptions
@@ -34,13 +38,16 @@ from simulate.oracle import (
     DETECTED,
     VIOLATION,
     Expected,
+    Guarantee,
     Reference,
     expected_for,
+    guarantee_for,
     mlp_matches,
     reference_from,
     verdict,
 )
-from simulate.recording import Stretch, build_journal, initial_image, run_stretch
+from simulate.recording import ModelState, Stretch, build_journal, initial_image, run_stretch
+from simulate.schedules import reordered_schedules
 from workloads.training import DEFAULT_LR
 
 RECORDS = ("emb0", "emb1", "mlp0", "mlp1", "base")
@@ -49,12 +56,24 @@ RECORDS = ("emb0", "emb1", "mlp0", "mlp1", "base")
 @dataclass(frozen=True)
 class CheckSettings:
     """What to explore: ``explore`` (prefix walk and reordering), ``interrupted``
-    failures during recovery and ``media`` bit flips, both drawn at random (seeded)
-    from the distinct recoveries the walk runs."""
+    failures during recovery, ``media`` bit flips in records and ``metadata`` ones in
+    headers, flags and the base record (``metadata`` states, every field flipped in
+    each), drawn at random (seeded) from the distinct
+    recoveries the walk runs; ``resumed`` recoveries whose resumed training is recorded
+    and crashed again (its first ``resumed_batches``, ``resumed_prefix`` sampled persist
+    ticks of them); ``schedules``:
+    the other order of every pair of concurrent unordered ops (``schedule_prefix``
+    sampled persist ticks of each window, every crash interval in it reordered)."""
 
     explore: ExploreSettings = ExploreSettings()
     interrupted: int = 400
     media: int = 64
+    metadata: int = 24
+    resumed: int = 2
+    resumed_prefix: int = 200
+    resumed_batches: int = 3
+    schedules: bool = True
+    schedule_prefix: int = 64
 
 
 @dataclass
@@ -68,6 +87,12 @@ class CrashReport:
     interrupted: int = 0
     media: int = 0
     media_detected: int = 0
+    metadata: int = 0
+    metadata_detected: int = 0
+    resumed_runs: int = 0
+    schedules: int = 0
+    schedules_skipped: int = 0
+    guarantee: dict = field(default_factory=dict)
     intervals: int = 0
     exhaustive_intervals: int = 0
     pair_coverage: tuple[float, float] = (1.0, 1.0)
@@ -100,6 +125,12 @@ class CrashReport:
             "interrupted_recoveries": self.interrupted,
             "media_faults": self.media,
             "media_faults_detected": self.media_detected,
+            "metadata_faults": self.metadata,
+            "metadata_faults_detected": self.metadata_detected,
+            "resumed_runs": self.resumed_runs,
+            "schedules": self.schedules,
+            "schedules_skipped": self.schedules_skipped,
+            "guarantee": self.guarantee,
             "violations": len(self.violations),
         }
 
@@ -115,8 +146,17 @@ class Checker:
         reference: Reference,
         report: CrashReport,
         settings: CheckSettings,
+        bounds: Guarantee | None = None,
+        family: str | None = None,
+        resume=None,
     ) -> None:
+        """``bounds``: the stretch's absolute guarantee; ``family``: the mode its states
+        are reported under (None: the explorer's own: prefix, full, partial);
+        ``resume``: called with a copy of the image at each drawn resume point."""
         self.explorer = explorer
+        self.bounds = bounds
+        self.family = family
+        self.resume = resume
         self.protocol = protocol
         self.reference = reference
         self.report = report
@@ -136,14 +176,18 @@ class Checker:
         self.due = {  # ticks from which the next of each family is drawn: spread over the run
             "interrupted": list(np.linspace(0, end, settings.interrupted, endpoint=False)),
             "media": list(np.linspace(0, end, settings.media, endpoint=False)),
+            "metadata": list(np.linspace(0, end, settings.metadata, endpoint=False)),
+            "resumed": list(np.linspace(end / 4, end, settings.resumed, endpoint=False)),
         }
         self.always = {self.index[n] for n in ("flags", "base", "data")}
         if self.layout.adagrad:
             self.always.add(self.index["rowacc"])
         self.last = None
+        self.tick = 0
 
     # ----- one state --------------------------------------------------------------------
     def check(self, state: CrashState) -> None:
+        self.tick = state.tick
         gen = self.explorer.overlay.gen
         flags = self.index["flags"]
         touched = set(state.touched.tolist())
@@ -157,6 +201,9 @@ class Checker:
             self.report.recoveries += 1
             if rec is not None and outcome[0] != VIOLATION:
                 self.explore_recovery(rec, state, regions)
+                if self.resume and rec.batch > 0 and self._due("resumed", state.tick):
+                    state.apply()
+                    self.resume(self.explorer.words.copy())
             self.image.on_read = None
         self.last = regions if state.mode == "prefix" and outcome[0] != VIOLATION else None
         self.record(state, outcome)
@@ -179,12 +226,17 @@ class Checker:
     def recover_and_judge(self) -> tuple[tuple[str, str], tuple[int, ...], Recovery | None]:
         image = self.image
         image.reads = set()
-        want = expected_for(self.protocol.system_kind, image)
+        want = self.expected()
         rec, outcome = self.run(want)
         self.records_read = [n for n in RECORDS if n in image.reads]
         regions = tuple(sorted({self.index[n] for n in image.reads} | self.always))
         image.reads = None
         return outcome, regions, rec
+
+    def expected(self) -> Expected:
+        """The guarantee for the current image at the current state's tick."""
+        tick = self.tick if self.bounds is not None else 0
+        return expected_for(self.protocol.system_kind, self.image, self.bounds, tick)
 
     def run(self, want: Expected, media: bool = False):
         """Recover the current image; (recovery or None, (verdict, why))."""
@@ -236,8 +288,8 @@ class Checker:
         return (region, offset, int(self.explorer.overlay.gen[region]))
 
     def record(self, state: CrashState, outcome: tuple[str, str], kind: str | None = None):
-        kind = kind or state.mode
-        count = state.count if kind == state.mode else 1
+        count = state.count if kind is None else 1
+        kind = kind or self.family or state.mode
         report = self.report
         report.states += count
         report.modes[kind] += count
@@ -256,11 +308,13 @@ class Checker:
     # ----- failures during recovery and media faults -------------------------------------
     def explore_recovery(self, rec: Recovery, state: CrashState, regions: tuple) -> None:
         epochs = [e for e in rec.epochs if any(group.count for group in e)]
-        want = expected_for(self.protocol.system_kind, self.image)
+        want = self.expected()
         if epochs and self._due("interrupted", state.tick):
             self.interrupt(epochs, want, state)
         if self.records_read and self._due("media", state.tick):
             self.flip(self.records_read, want, state)
+        if self._due("metadata", state.tick):
+            self.flip_metadata(self.records_read, want, state)
 
     def _due(self, family: str, tick: int) -> bool:
         """Whether a state at ``tick`` takes the next draw of ``family`` (draws not
@@ -315,17 +369,43 @@ class Checker:
         spots = 20 + size  # batch, count and CRC, then the payload
         at = int(self.rng.integers(spots))
         byte = start + (at if at < 20 else RECORD_HEADER + at - 20)
-        word = byte // WORD
-        bit = np.uint64(1) << np.uint64((byte % WORD) * 8 + int(self.rng.integers(8)))
-        overlay = self.explorer.overlay
-        depth = overlay.depth
-        overlay.push(np.array([word]), np.array([self.explorer.words[word] ^ bit]))
-        _, outcome = self.run(want, media=True)
-        overlay.unwind(depth)
+        bit = (byte % WORD) * 8 + int(self.rng.integers(8))
+        outcome = self._flipped(byte // WORD, bit, want)
         self.report.media += 1
         if outcome[0] == DETECTED:
             self.report.media_detected += 1
         self.record(state, outcome, "media")
+
+    def flip_metadata(self, read: list[str], want: Expected, state: CrashState) -> None:
+        """Bit rot aimed at what recovery decides by: every header field (batch, count,
+        CRC) of the records it read and of the base record, and every flag word, each
+        flipped at one random bit; a batch field also at each of its 4 low bits (a batch
+        moved by a few, the damage no range check sees)."""
+        lay = self.layout
+        flips = [(lay.flag_offset(name), int(self.rng.integers(64))) for name in FLAG_NAMES]
+        for region in dict.fromkeys([*read, "base"]):
+            start = lay.offset(region)
+            flips += [(start, bit) for bit in (0, 1, 2, 3, int(self.rng.integers(4, 64)))]
+            flips += [
+                (start + 8, int(self.rng.integers(64))),
+                (start + 16, int(self.rng.integers(32))),
+            ]
+        for offset, bit in flips:
+            outcome = self._flipped(offset // WORD, bit, want)
+            self.report.metadata += 1
+            if outcome[0] == DETECTED:
+                self.report.metadata_detected += 1
+            self.record(state, outcome, "metadata")
+
+    def _flipped(self, word: int, bit: int, want: Expected) -> tuple[str, str]:
+        """The verdict on recovering the current image with one bit of ``word`` flipped."""
+        overlay = self.explorer.overlay
+        depth = overlay.depth
+        mask = np.uint64(1) << np.uint64(bit)
+        overlay.push(np.array([word]), np.array([self.explorer.words[word] ^ mask]))
+        _, outcome = self.run(want, media=True)
+        overlay.unwind(depth)
+        return outcome
 
 
 def crashcheck(
@@ -335,24 +415,44 @@ def crashcheck(
     optimizer: str = "sgd",
     stretch: Stretch | None = None,
 ) -> CrashReport:
-    """Check recovery at every crash state the settings select (one recorded run)."""
+    """Check recovery at every crash state the settings select (one recorded run), in
+    the other orders of its concurrent ops, and in the runs resumed after recoveries."""
     settings = settings or CheckSettings(explore=ExploreSettings(seed=options.seed))
     stretch = stretch or run_stretch(options, lr=DEFAULT_LR, optimizer=optimizer)
     start = stretch.initial_state()
     base = initial_image(options, optimizer=optimizer, state=start)
-    protocol = (protocol_class or PROTOCOLS[options.system])(base.layout)
+    make = protocol_class or PROTOCOLS[options.system]
+    protocol = make(base.layout)
     journal = build_journal(protocol, stretch)
     reference = reference_from(start)
     reference.extend(stretch.facts)
     reference.cache_all(options.batches)
+    bounds = guarantee_for(protocol.system_kind, stretch)
     report = CrashReport(
         pieces=len(journal),
         unmatched_bytes=journal.unmatched_bytes,
         unhonoured_fences=list(journal.unhonoured_fences),
+        guarantee=bounds.describe(),
     )
+    started = time.perf_counter()
+    if settings.schedules:  # first: each variant walks a copy of the pristine image
+        quiet = CheckSettings(interrupted=0, media=0, metadata=0, resumed=0, schedules=False)
+        for variant in reordered_schedules(journal, stretch.records):
+            if variant is None:
+                report.schedules_skipped += 1
+                continue
+            report.schedules += 1
+            walk = replace(settings.explore, window=variant.window, prefix=settings.schedule_prefix)
+            other = CrashExplorer(variant.journal, base.words, walk)
+            _walk(Checker(other, protocol, reference, report, quiet, bounds, "schedule"))
+            del other
     explorer = CrashExplorer(journal, base.words, settings.explore, copy=False)
     estimate = _estimate(journal, settings.explore)
-    checker = Checker(explorer, protocol, reference, report, settings)
+
+    def resume(words: np.ndarray) -> None:
+        _resumed(options, make, optimizer, start, stretch, words, bounds, report, settings)
+
+    checker = Checker(explorer, protocol, reference, report, settings, bounds, resume=resume)
     progress = tqdm(
         total=estimate,
         desc=f"crash states {options.system}",
@@ -361,19 +461,55 @@ def crashcheck(
         disable=not options.progress,
         leave=False,
     )
-    started = time.perf_counter()
     for state in explorer.walk(checker.watch):
         before = report.states
         checker.check(state)
         progress.update(report.states - before)
-    report.seconds = time.perf_counter() - started
     progress.close()
     sampled = [i.pair_coverage for i in explorer.intervals if not i.exhaustive]
     report.intervals = len(explorer.intervals)
     report.exhaustive_intervals = sum(i.exhaustive for i in explorer.intervals)
     if sampled:
         report.pair_coverage = (float(np.mean(sampled)), float(np.min(sampled)))
+    report.seconds = time.perf_counter() - started
     return report
+
+
+def _walk(checker: Checker) -> None:
+    for state in checker.explorer.walk(checker.watch):
+        checker.check(state)
+
+
+def _resumed(options, make, optimizer, start, stretch, words, bounds, report, settings) -> None:
+    """Recover a crash image, resume training from it (a fresh recorded stretch whose
+    writes land on the recovered image) and check the crash states of that stretch: a
+    recovery that leaves the image subtly wrong (stale flags, a base record it did not
+    finish) is caught by the failure after it."""
+    image = PmemImage(stretch.layout, words.view(np.uint8))
+    first = make(image.layout)
+    try:
+        rec = first.recover(image)
+    except CorruptImage:
+        return  # already a violation of the walk
+    if rec.batch >= options.batches:
+        return
+    state = ModelState(rec.table, rec.mlp, rec.row_acc, rec.mlp_acc)
+    ahead = replace(options, batches=min(options.batches, rec.batch + settings.resumed_batches))
+    resumed = run_stretch(ahead, rec.batch, state, DEFAULT_LR, optimizer)
+    history = reference_from(start)
+    history.extend(stretch.facts)
+    history.extend(resumed.facts)
+    history.cache_all(ahead.batches)
+    protocol = make(image.layout)
+    journal = build_journal(protocol, resumed)
+    age = rec.batch - rec.mlp_batch
+    held = bounds.snapshots or ()
+    again = guarantee_for(protocol.system_kind, resumed, rec.batch, held, age)
+    walk = ExploreSettings(prefix=settings.resumed_prefix, budget=4, seed=settings.explore.seed)
+    explorer = CrashExplorer(journal, image.words, walk, copy=False)
+    sub = CheckSettings(walk, interrupted=20, media=0, metadata=0, resumed=0, schedules=False)
+    _walk(Checker(explorer, protocol, history, report, sub, again, "resumed"))
+    report.resumed_runs += 1
 
 
 def _estimate(journal, explore: ExploreSettings) -> int:

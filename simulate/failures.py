@@ -151,13 +151,21 @@ def check_options(options: RunOptions, optimizer: str = "sgd") -> None:
 
 
 def check_image_identity(options: RunOptions, optimizer: str = "sgd") -> None:
-    """An image written by another configuration is refused, and left unmodified."""
+    """An image written by another configuration, with a flag failing its check, or cut
+    at a batch this run does not reach is refused, and left unmodified."""
     image = PmemImage.open(options.pmem_image, writable=False)
     differences = identity_mismatch(image.identity, identity(options, optimizer))
     if differences:
         raise UsageError(
             f"PMEM image {options.pmem_image} was written by another configuration: "
             + "; ".join(differences)
+        )
+    image.flag_values()  # a flag word failing its check: a corrupt image
+    cut = expected_for(PROTOCOLS[options.system].system_kind, image).batch
+    if cut > options.batches:
+        raise UsageError(
+            f"PMEM image {options.pmem_image} was cut at batch {cut}, beyond the "
+            f"--batches {options.batches} this run reaches"
         )
 
 

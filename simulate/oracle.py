@@ -14,6 +14,14 @@ whose MLPs it must resume with:
   the committed MLP copies with snapshot <= R and the base checkpoint (the initial
   MLPs, or the copy an earlier recovery moved there). The allowed MLP age is exactly
   R - m: one specific copy, not "any recent one".
+Those are relative to the flags, so a protocol that never commits would pass them. Each
+system also states ABSOLUTE bounds, from the board's schedule alone (``Guarantee``):
+R is at least the newest batch whose checkpoint ops had ended by the crash (redo: the
+log op of N, then R >= N + 1; undo: both logs of N; relaxed: the embedding log of N);
+and for the relaxed MLPs, m is a batch the GPU took a snapshot at (or the base's) and
+R - m <= gap + 2 L batches, with ``gap`` the board's MLP-log gap and L the longest copy
+in batches (snapshot to the slice that completes it): a copy starts at most L + gap
+batches after the previous one did, and takes at most L to commit.
 Verdicts: ``exact`` (table, accumulators and MLPs bit-identical to the reference at R),
 ``within_gap`` (relaxed: embeddings at R, MLPs those of the designated copy m < R),
 ``detected`` (a damaged record refused with CorruptImage: media-fault states only),
@@ -27,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from components.persistence.image import FLAG_NAMES, RECORD_HEADER, PmemImage
+from components.persistence.image import FLAG_NAMES, RECORD_HEADER, PmemImage, flag_batches
 from components.persistence.protocols import BatchFacts, Recovery, pad_params
 
 EXACT, WITHIN_GAP, DETECTED, VIOLATION = "exact", "within_gap", "detected", "violation"
@@ -40,10 +48,15 @@ def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
 
 @dataclass(frozen=True)
 class Expected:
-    """What the protocol guarantees for one crash image."""
+    """What the protocol guarantees for one crash image: the resume batch and MLP batch
+    from its flags, and the absolute bounds (``least`` resume batch, ``max_age`` of the
+    MLPs, the ``snapshots`` a relaxed copy may hold; None: not bounded)."""
 
     batch: int
     mlp_batch: int
+    least: int = 0
+    max_age: int | None = None
+    snapshots: frozenset[int] | None = None
 
     @property
     def age(self) -> int:
@@ -51,8 +64,79 @@ class Expected:
 
 
 def committed(flags: np.ndarray, kind: str) -> set[int]:
-    """Batches whose commit flags of one kind (emb or mlp) are set."""
-    return {int(flags[FLAG_NAMES.index(f"{kind}{s}")]) - 1 for s in (0, 1)} - {-1}
+    """Batches whose commit flags of one kind (emb or mlp) are set (``flags``: the batch
+    each flag marks, negative when unset or failing its check)."""
+    return {int(flags[FLAG_NAMES.index(f"{kind}{s}")]) for s in (0, 1)} - {-1, -2}
+
+
+@dataclass(frozen=True)
+class Guarantee:
+    """Absolute bounds of one stretch, from the board's schedule (op ends, snapshot
+    ops, the requests that write the MLP flags), never from the image or a recovery.
+    ``ticks``/``batches``: from ticks[i] on, R >= batches[i] (a running maximum)."""
+
+    ticks: np.ndarray
+    batches: np.ndarray
+    floor: int = 0
+    max_age: int | None = None
+    snapshots: frozenset[int] | None = None
+    gap: int | None = None
+    copy_batches: int | None = None
+
+    def least(self, tick: int) -> int:
+        i = int(np.searchsorted(self.ticks, tick, side="right")) - 1
+        return max(self.floor, int(self.batches[i])) if i >= 0 else self.floor
+
+    def describe(self) -> dict:
+        out = {"max_mlp_age": self.max_age}
+        if self.gap is not None:
+            out |= {"mlp_log_gap": self.gap, "copy_batches": self.copy_batches}
+        return out
+
+
+COMMITS = {  # op names whose end commits batch N, and the R they guarantee
+    "redo": (("ckpt_log", "ckpt_persist"), 1),
+    "undo": (("emb_log", "mlp_log"), 0),
+    "relaxed": (("emb_log",), 0),
+}
+
+
+def guarantee_for(kind: str, stretch, floor: int = 0, snapshots=(), age: int = 0) -> Guarantee:
+    """The absolute bounds of a recorded stretch (simulate/recording.Stretch). A resumed
+    stretch passes its recovery's resume batch (``floor``), the snapshots its base may
+    hold and the MLP age it resumed with (``age``)."""
+    records = stretch.records
+    if kind not in COMMITS:
+        z = np.zeros(0, dtype=np.int64)
+        return Guarantee(z, z, 0, 0 if kind == "none" else None)
+    names, plus = COMMITS[kind]
+    ends: dict[int, dict[str, int]] = {}
+    for r in records:
+        if r.name in names and r.end >= 0:
+            ends.setdefault(r.batch, {})[r.name] = r.end
+    need = 1 if kind != "undo" else 2
+    done = sorted((max(e.values()), n + plus) for n, e in ends.items() if len(e) >= need)
+    ticks = np.array([t for t, _ in done], dtype=np.int64)
+    batches = np.maximum.accumulate(np.array([b for _, b in done], dtype=np.int64))
+    if kind != "relaxed":
+        return Guarantee(ticks, batches, floor, 0)
+    snaps = sorted((r.start, r.batch) for r in records if r.name == "mlp_snapshot")
+    flags = [stretch.layout.flag_offset(f"mlp{s}") for s in (0, 1)]
+    completes = sorted(
+        (r.start, r.batch)
+        for r in records
+        if r.name == "mlp_log_slice" and r.uid in stretch.requests
+        and np.isin(flags, stretch.requests[r.uid].addr).any()
+    )  # fmt: skip
+    last = max((r.batch for r in records), default=stretch.start)
+    lengths = [
+        (completes[k][1] if k < len(completes) else last) - batch + 1
+        for k, (_, batch) in enumerate(snaps)
+    ]
+    longest = max(lengths, default=1)
+    gap = int(stretch.board.mlp_log_gap)
+    held = frozenset({0, *snapshots, *(b for _, b in snaps)})
+    return Guarantee(ticks, batches, floor, gap + 2 * longest + age, held, gap, longest)
 
 
 def expected(kind: str, flags: np.ndarray, base_batch: int) -> Expected:
@@ -72,13 +156,21 @@ def expected(kind: str, flags: np.ndarray, base_batch: int) -> Expected:
     return Expected(0, 0)
 
 
-def expected_for(kind: str, image: PmemImage) -> Expected:
-    """``expected`` read from the raw words of an image (not through a protocol)."""
+def expected_for(
+    kind: str, image: PmemImage, bounds: Guarantee | None = None, tick: int = 0
+) -> Expected:
+    """``expected`` read from the raw words of an image (not through a protocol), with
+    the absolute ``bounds`` of the stretch at the crash ``tick`` when given."""
     lay = image.layout
     flags = image.buf[lay.offset("flags") : lay.offset("flags") + 8 * len(FLAG_NAMES)]
     start = lay.offset("base")
     base_batch = int(image.buf[start : start + RECORD_HEADER][:8].view("<i8")[0])
-    return expected(kind, flags.view("<i8").copy(), base_batch)
+    want = expected(kind, flag_batches(flags.view("<u8")), base_batch)
+    if bounds is None:
+        return want
+    return Expected(
+        want.batch, want.mlp_batch, bounds.least(tick), bounds.max_age, bounds.snapshots
+    )
 
 
 class Reference:
@@ -184,6 +276,15 @@ def verdict(
     row_acc = rec.row_acc if row_acc is None else row_acc
     if rec.batch != want.batch:
         return VIOLATION, f"resumed at batch {rec.batch}, the protocol guarantees {want.batch}"
+    if rec.batch < want.least:
+        return VIOLATION, f"resumed at batch {rec.batch}, older than the checkpoint of {want.least}"
+    if want.max_age is not None and rec.batch - rec.mlp_batch > want.max_age:
+        return VIOLATION, (
+            f"MLPs of batch {rec.mlp_batch} at resume {rec.batch}: older than the bound "
+            f"of {want.max_age} batches"
+        )
+    if want.snapshots is not None and rec.mlp_batch not in want.snapshots:
+        return VIOLATION, f"MLPs labelled batch {rec.mlp_batch}, at which no copy was taken"
     ref_table, ref_acc = ref.state_at(rec.batch)
     if not same_bits(table, ref_table):
         bad = np.flatnonzero((table != ref_table).any(axis=1))

@@ -262,6 +262,14 @@ SECONDS_PER_STATE = 0.0006
 """One crash state: its prefix or reordering applied lazily per region, recovery rerun
 only when a region it reads changed, and the oracle: bench_crashcheck.py measures
 ~1,500-2,500 states/s at the test scale on a loaded 2-core machine."""
+METADATA_FLIPS_PER_STATE = 39
+"""Bit flips per metadata-fault state: one in each of the 4 flag words and 7 in each
+record header recovery may read (5: both embedding logs, both MLP slots, the base):
+batch at its 4 low bits and one more, count, CRC (simulate/crashcheck.py)."""
+SCHEDULE_STATES_PER_BATCH = 64
+"""Crash states per batch in the reordered schedules (the window between one op's moved
+commit and the end of the op it now overtakes); measured 62 on CXL-B, RMC1, 64 rows,
+batch 8 (crashcheck's summary: by_mode.schedule / batches)."""
 CRASHCHECK_BUDGET_S = 600.0
 """Longest crash check run without --sample: 10 minutes. Beyond it, a sample is the
 useful check (and the full one is a batch job, not a command)."""
@@ -270,7 +278,8 @@ useful check (and the full one is a batch job, not a command)."""
 def crashcheck_cost(options: RunOptions, sample: int = 0, settings=None) -> tuple[int, float]:
     """Crash states a check will visit and the seconds it is expected to take: the
     prefix walk's persist events (each updated row's, and each MLP-log burst's), the
-    reorderings per crash interval, failures during recovery and media faults."""
+    reorderings per crash interval, failures during recovery, media and metadata faults,
+    the reordered schedules and the resumed runs' states."""
     from simulate.crashcheck import CheckSettings
     from simulate.recording import image_layout
 
@@ -282,6 +291,11 @@ def crashcheck_cost(options: RunOptions, sample: int = 0, settings=None) -> tupl
         prefix = min(prefix, sample)
     explored = settings.explore.budget * INTERVALS_PER_BATCH * options.batches
     states = prefix + explored + settings.interrupted + settings.media
+    states += settings.metadata * METADATA_FLIPS_PER_STATE
+    if settings.schedules:
+        states += SCHEDULE_STATES_PER_BATCH * options.batches
+    resumed = min(prefix, settings.resumed_prefix) + 4 * INTERVALS_PER_BATCH * options.batches
+    states += settings.resumed * (resumed + 20)  # each with 20 failures during recovery
     return states, states * SECONDS_PER_STATE
 
 

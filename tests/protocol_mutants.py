@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from components.persistence.image import RECORD_HEADER, WORD, PmemImage
+from components.persistence.image import RECORD_HEADER, WORD, PmemImage, record_header
 from components.persistence.protocols import (
     RedoProtocol,
     RelaxedUndoProtocol,
@@ -141,7 +141,7 @@ class TrustsTornFlag(UndoProtocol):
 class _NoCrc(PmemImage):
     """An image whose records are trusted without their CRC."""
 
-    def _crc(self, region, extra, payload, more):
+    def _crc(self, region, extra, payload, more, *head):
         return int(self.region(region)[16:20].view("<u4")[0])
 
 
@@ -151,6 +151,87 @@ class SkipsChecksum(UndoProtocol):
     def plan(self, image):
         trusting = _NoCrc(image.layout, image.buf, image.path, image.identity)
         trusting.reads = image.reads
+        return super().plan(trusting)
+
+
+class RollbackNewestWins(UndoProtocol):
+    """Undo recovery that rolls back the flagged logs oldest first, so the NEWER log's
+    old value wins for a row both hold: right only while the embedding log of a batch
+    never commits before its MLP log (then at most one log is rolled back)."""
+
+    def rollback(self, image, rec, logs):
+        return super().rollback(image, rec, logs[::-1])
+
+
+class NeverCommitsMlpCopy(RelaxedUndoProtocol):
+    """Relaxed copies written in full but never flagged: recovery always falls back on
+    the base record (the initial MLPs), however old they are."""
+
+    def epochs(self, op):
+        epochs = super().epochs(op)
+        return epochs[:1] if op.name == "mlp_log_slice" else epochs
+
+
+class MislabelledMlpCopy(RelaxedUndoProtocol):
+    """Relaxed copies labelled (header and flag) with the batch after the snapshot they
+    were pulled from, and filled with that batch's MLPs: MLPs the GPU's snapshot buffer
+    never held, consistent with their label."""
+
+    def prepare(self, ops):
+        super().prepare(ops)
+        self._slices = {
+            uid: (slot, snap + 1 if snap is not None and snap + 1 in self._facts else snap,
+                  payload, completes)
+            for uid, (slot, snap, payload, completes) in self._slices.items()
+        }  # fmt: skip
+
+
+class KeepsMlpFlags(RelaxedUndoProtocol):
+    """Relaxed recovery that clears only the flags beyond the resume batch (as strict
+    undo does), leaving the MLP flags of copies it moved to the base record: harmless
+    until the resumed run rewrites those slots and a second failure lands."""
+
+    def beyond(self, emb, mlp, resume):
+        return UndoProtocol.beyond(self, emb, mlp, resume)
+
+
+def batch_outside_crc(batch: int, count: int, *payloads) -> np.ndarray:
+    """A record header whose CRC is computed with the batch field zeroed: the batch is
+    outside the checksum (the formatter's base record, of batch 0, reads the same)."""
+    head = record_header(0, count, *payloads)
+    head[:8] = np.array([batch], dtype="<i8").view(np.uint8)
+    return head
+
+
+class _BatchOutsideCrcImage(PmemImage):
+    """Records checked with their batch field zeroed."""
+
+    def _crc(self, region, extra, payload, more, *head):
+        if head:
+            head = (np.concatenate([np.zeros(8, np.uint8), head[0][8:16]]),)
+        return super()._crc(region, extra, payload, more, *head)
+
+
+class HeaderOutsideCrc(RelaxedUndoProtocol):
+    """Relaxed protocol whose record CRC leaves the header's batch field outside: a bit
+    flipped in the base record's batch is believed (MLPs of batch 0 reported as those of
+    a later batch)."""
+
+    def emb_record(self, slot, batch, rows, values, acc):
+        out = super().emb_record(slot, batch, rows, values, acc)
+        header = batch_outside_crc(batch, rows.size, *[g.data for g in out[:-1]])
+        return [*out[:-1], Writes.one(self.layout.offset(f"emb{slot}"), header)]
+
+    def mlp_record(self, region, batch, params, acc, clip=False, header=True):
+        out = super().mlp_record(region, batch, params, acc, clip, header)
+        if not header:
+            return out
+        head = batch_outside_crc(batch, self.layout.mlp_count, *self.mlp_payloads(params, acc))
+        return [*out[:-1], Writes.one(self.layout.offset(region), head)]
+
+    def plan(self, image):
+        trusting = _BatchOutsideCrcImage(image.layout, image.buf, image.path, image.identity)
+        trusting.reads, trusting.on_read = image.reads, image.on_read
         return super().plan(trusting)
 
 
@@ -165,4 +246,12 @@ MUTANTS = [
     ("cxl-d", NonIdempotentRedo),
     ("cxl-b", TrustsTornFlag),
     ("cxl-b", SkipsChecksum),
+    ("cxl-b", RollbackNewestWins),
+    ("cxl", NeverCommitsMlpCopy),
+    ("cxl", MislabelledMlpCopy),
+    ("cxl", KeepsMlpFlags),
+    ("cxl", HeaderOutsideCrc),
 ]
+"""(system, mutant) pairs; the last five are issue 26's classes: a schedule-dependent
+rollback order, never-committed and mislabelled MLP copies, stale flags after a
+recovery, header fields outside the CRC."""

@@ -268,7 +268,7 @@ def test_every_visited_state_is_allowed_and_undone(windows, seed):
     ],
 )
 def test_each_protocol_guarantees_a_specific_state(kind, flags, base, want):
-    got = expected(kind, np.array(flags), base)
+    got = expected(kind, np.array(flags) - 1, base)  # the batch each flag marks
     assert (got.batch, got.mlp_batch) == want
 
 

@@ -39,12 +39,14 @@ PAIR_TRACK = 256  # pieces of an interval followed for pair coverage
 class ExploreSettings:
     """``prefix``: persist ticks of the prefix walk (-1 all, 0 none, K a seeded
     sample); ``budget``: states per crash interval (0: no reordering); ``tear``: chance
-    a durable piece of a sampled state is torn; ``seed``: the sampling seed."""
+    a durable piece of a sampled state is torn; ``seed``: the sampling seed;
+    ``window``: visit only the ticks in [lo, hi] (None: the whole run)."""
 
     prefix: int = -1
     budget: int = 24
     tear: float = 0.25
     seed: int = 0
+    window: tuple[int, int] | None = None
 
 
 class WordOverlay:
@@ -178,6 +180,9 @@ class CrashExplorer:
         prefix = self._prefix_ticks()
         intervals = np.unique(np.concatenate([j.lo, j.hi])) if s.budget else np.zeros(0, int)
         ticks = np.unique(np.concatenate([prefix, intervals, [0]]))
+        if s.window is not None:
+            ticks = ticks[(ticks >= s.window[0]) & (ticks <= s.window[1])]
+            intervals = intervals[(intervals >= s.window[0]) & (intervals <= s.window[1])]
         is_prefix = np.isin(ticks, prefix) | (ticks == 0)
         is_interval = np.isin(ticks, intervals)
         next_interval = np.searchsorted(ticks, intervals)  # tick indices of intervals
@@ -237,6 +242,8 @@ class CrashExplorer:
 
     def _prefix_ticks(self) -> np.ndarray:
         ticks = np.unique(self.journal.p)
+        if self.settings.window is not None:  # a sample is drawn from the window's ticks
+            ticks = ticks[(ticks >= self.settings.window[0]) & (ticks <= self.settings.window[1])]
         k = self.settings.prefix
         if k == 0:
             return np.zeros(0, dtype=np.int64)

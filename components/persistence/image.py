@@ -4,7 +4,8 @@ Layout (every region page aligned, little endian); the timing model writes the s
 addresses (boards use this layout), so one layout is the truth for both:
   header   magic, version, header JSON (layout + identity of the run) and its CRC32
   data     the embedding table, (total_rows, dim) float32, row r at r * dim * 4
-  flags    persistent flags, one 8 B word each (value = batch + 1, 0 = unset)
+  flags    persistent flags, one 8 B word each: batch + 1 in the low 32 bits and the
+           (seeded) CRC32 of those 4 bytes in the high 32 (0 = unset; self-checking)
   emb0/1   embedding log slots: record header + (row id int64, values) entries
   mlp0/1   MLP log slots: record header + float32 parameters
   base     the MLP checkpoint recovery falls back on (the initial MLPs, batch 0)
@@ -17,8 +18,10 @@ word each, in entry order), ``mlpacc0/1`` and ``baseacc`` (the MLP accumulators 
 MLP record). A record's CRC covers its accumulators too.
 
 A record header is (batch int64, count int64, crc32 uint32) in the first line (256 B) of its
-region; a flag is set only after its record is durable, so a flagged record whose CRC
-does not match means the image is corrupt, never that it is merely old.
+region; the CRC covers the batch and count fields as well as the payloads, so no field a
+recovery acts on is outside a checksum. A flag is set only after its record is durable,
+so a flagged record whose CRC does not match means the image is corrupt, never that it
+is merely old.
 
 The header also carries the identity of the configuration that wrote the image
 (system, model, rows, batch size, seed, optimizer and a hash of every parameter), so
@@ -35,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 MAGIC = b"TCXLPMEM"
-VERSION = 4
+VERSION = 5
 HEADER_BYTES = 4096
 PAGE = 4096
 RECORD_HEADER = 256
@@ -44,6 +47,9 @@ it starts on a line: log bursts then never straddle lines nor read-modify-write 
 WORD = 8
 FLAG_NAMES = ("emb0", "emb1", "mlp0", "mlp1")
 OPTIMIZERS = ("sgd", "adagrad")
+FLAG_BATCHES = 1 << 32  # a flag's batch + 1 fills its low 32 bits
+FLAG_SEED = zlib.crc32(b"TCXLFLAG")  # a flag's check: CRC32 of its value from this seed
+LAYOUT_LIMIT = 1 << 40  # no layout field (rows, width, counts) is beyond this
 
 
 class CorruptImage(ValueError):
@@ -72,7 +78,13 @@ class ImageLayout:
     optimizer: str = "sgd"
 
     def __post_init__(self) -> None:
-        if self.optimizer not in OPTIMIZERS:
+        for name in ("total_rows", "dim", "mlp_count", "max_rows"):
+            value = getattr(self, name)
+            if type(value) is not int or not 1 <= value <= LAYOUT_LIMIT:
+                raise ValueError(f"{name} must be an integer in [1, 2^40], got {value!r}")
+        if self.max_rows > self.total_rows:
+            raise ValueError(f"max_rows {self.max_rows} exceeds total_rows {self.total_rows}")
+        if not isinstance(self.optimizer, str) or self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
 
     @property
@@ -173,14 +185,44 @@ class ImageLayout:
 
 
 def record_header(batch: int, count: int, *payloads: np.ndarray) -> np.ndarray:
-    """The header that makes a record self-checking (CRC32 of its payloads)."""
+    """The header that makes a record self-checking (CRC32 of its batch and count
+    fields, then its payloads)."""
     head = np.zeros(RECORD_HEADER, dtype=np.uint8)
     head[:16] = np.array([batch, count], dtype="<i8").view(np.uint8)
-    crc = 0
+    crc = zlib.crc32(head[:16])
     for payload in payloads:
         crc = zlib.crc32(np.ascontiguousarray(payload).view(np.uint8), crc)
     head[16:20] = np.array([crc], dtype="<u4").view(np.uint8)
     return head
+
+
+def flag_word(batch: int) -> int:
+    """The 8 B word that sets a flag to ``batch``: batch + 1, then its CRC32 (seeded, so
+    that a word of all ones, whose plain CRC32 matches, fails)."""
+    value = batch + 1
+    if not 1 <= value < FLAG_BATCHES:
+        raise ValueError(f"flag batch {batch} outside [0, 2^32 - 1)")
+    return value | zlib.crc32(value.to_bytes(4, "little"), FLAG_SEED) << 32
+
+
+def flag_batches(words: np.ndarray) -> np.ndarray:
+    """The batch each flag word marks: -1 unset, -2 a word that fails its check."""
+    out = np.full(len(words), -1, dtype=np.int64)
+    for i, word in enumerate(np.asarray(words, dtype=np.uint64).tolist()):
+        if word:
+            value = word & (FLAG_BATCHES - 1)
+            good = value and word >> 32 == zlib.crc32(value.to_bytes(4, "little"), FLAG_SEED)
+            out[i] = value - 1 if good else -2
+    return out
+
+
+def check_header(header) -> ImageLayout:
+    """The layout an image header states, its fields' types and ranges checked."""
+    if not isinstance(header, dict) or not isinstance(header.get("layout"), dict):
+        raise ValueError("the header is not an object with a layout object")
+    if not isinstance(header.get("identity", {}), dict):
+        raise ValueError("the header's identity is not an object")
+    return ImageLayout(**header["layout"])
 
 
 class PmemImage:
@@ -262,8 +304,8 @@ class PmemImage:
             raise CorruptImage(f"corrupt PMEM image {path}: header fails its CRC")
         try:
             header = json.loads(body)
-            layout = ImageLayout(**header["layout"])
-        except (ValueError, TypeError, KeyError) as exc:
+            layout = check_header(header)
+        except (ValueError, TypeError, KeyError, RecursionError) as exc:
             raise CorruptImage(f"corrupt PMEM image {path}: unreadable header ({exc})") from None
         if size < layout.size:
             raise CorruptImage(
@@ -301,12 +343,17 @@ class PmemImage:
         return self.region("rowacc")[: self.layout.total_rows * WORD].view(np.float32)[::2]
 
     def flag_values(self) -> np.ndarray:
-        """Every flag word as int64 (batch + 1, 0 = unset), in FLAG_NAMES order."""
-        return self.region("flags")[: 8 * len(FLAG_NAMES)].view("<i8")
+        """The batch every flag marks (-1 unset), in FLAG_NAMES order; a flag word that
+        fails its check is a corrupt image."""
+        batches = flag_batches(self.region("flags")[: 8 * len(FLAG_NAMES)].view("<u8"))
+        bad = [name for name, b in zip(FLAG_NAMES, batches.tolist(), strict=True) if b == -2]
+        if bad:
+            raise CorruptImage(f"corrupt PMEM image {self.path}: flag {bad[0]} fails its check")
+        return batches
 
     def flag(self, name: str) -> int:
         """The batch a flag marks, or -1 when it is unset."""
-        return int(self.flag_values()[FLAG_NAMES.index(name)]) - 1
+        return int(self.flag_values()[FLAG_NAMES.index(name)])
 
     def record(self, region: str, payload_bytes: int | None = None, extra: str | None = None):
         """(batch, count, payload[, extra payload]) of a record, checked against its CRC.
@@ -324,22 +371,23 @@ class PmemImage:
             more = self.region(extra)[:width]
             if more.size != width:
                 raise CorruptImage(f"corrupt PMEM image {self.path}: {region} record count {count}")
-        check = self._crc(region, extra, payload, more)
+        check = self._crc(region, extra, payload, more, raw[:16])
         if check != crc:
             raise CorruptImage(
                 f"corrupt PMEM image {self.path}: {region} record of batch {batch} fails its CRC"
             )
         return batch, count, payload, more
 
-    def _crc(self, region: str, extra: str | None, payload: np.ndarray, more) -> int:
-        """CRC32 of a record's payloads, reused while neither region changed."""
+    def _crc(self, region: str, extra: str | None, payload: np.ndarray, more, head) -> int:
+        """CRC32 of a record's header fields and payloads, reused while neither region
+        changed."""
         key = None
         if self.generation is not None:
             key = (region, payload.size, self.generation(region))
             key += (extra, self.generation(extra)) if extra is not None else ()
             if key in self._crcs:
                 return self._crcs[key]
-        check = zlib.crc32(payload)
+        check = zlib.crc32(payload, zlib.crc32(head))
         if more is not None:
             check = zlib.crc32(more, check)
         if key is not None:

@@ -41,6 +41,7 @@ from components.persistence.image import (
     CorruptImage,
     ImageLayout,
     PmemImage,
+    flag_word,
     record_header,
 )
 from components.persistence.journal import Requests
@@ -192,7 +193,8 @@ class Protocol:
         return out
 
     def flag(self, name: str, batch: int) -> Writes:
-        return Writes.word(self.layout.flag_offset(name), batch + 1)
+        word = np.array([flag_word(batch)], dtype="<u8")
+        return Writes.one(self.layout.flag_offset(name), word)
 
     def rows_in_place(self, rows: np.ndarray, values, acc) -> list[Writes]:
         lay = self.layout
@@ -203,13 +205,20 @@ class Protocol:
 
     # ----- recovery helpers ----------------------------------------------------------
     def flagged(self, image: PmemImage, kind: str) -> dict[int, str]:
-        """batch -> slot region for every set flag of one kind (emb or mlp)."""
+        """batch -> slot region for every set flag of one kind (emb or mlp), each
+        checked: a word failing its check, or an embedding flag in the slot of the
+        other parity (slot N % 2 logs batch N), is a corrupt image."""
         values = image.flag_values()
         out = {}
         for slot in (0, 1):
-            value = int(values[FLAG_NAMES.index(f"{kind}{slot}")])
-            if value > 0:
-                out[value - 1] = f"{kind}{slot}"
+            batch = int(values[FLAG_NAMES.index(f"{kind}{slot}")])
+            if batch < 0:
+                continue
+            if kind == "emb" and batch % 2 != slot:
+                raise_corrupt(image, f"flag {kind}{slot} marks batch {batch}, of the other slot")
+            if batch in out:
+                raise_corrupt(image, f"flags {kind}0 and {kind}1 both mark batch {batch}")
+            out[batch] = f"{kind}{slot}"
         return out
 
     def read_flags(self, rec: Recovery) -> None:
@@ -230,9 +239,14 @@ class Protocol:
             rec.reads.append((np.array([lay.offset(extra)]), lay.mlp_bytes))
 
     def base(self, image: PmemImage, rec_reads: Recovery | None = None):
+        """The base record (verified: its CRC covers its batch), its batch checked to be
+        a batch training can have reached."""
         if rec_reads is not None:
             self.read_mlp(rec_reads, "base")
-        return image.mlp_record("base")
+        batch, params, acc = image.mlp_record("base")
+        if batch < 0:
+            raise_corrupt(image, f"the base record holds batch {batch}")
+        return batch, params, acc
 
     def clear(self, names) -> list[Writes]:
         return [Writes.word(self.layout.flag_offset(name), 0) for name in names]
@@ -442,10 +456,16 @@ class RelaxedUndoProtocol(UndoProtocol):
         """The newest MLP checkpoint not newer than ``resume``: a committed copy, or the
         base record (an earlier recovery may have made a copy the base)."""
         usable = [n for n in mlp if n <= resume]
-        base_batch = int(image.region("base")[:8].view("<i8")[0])
-        if not usable or max(usable) < base_batch:  # a tie: the copy (base may be torn)
-            batch, params, acc = self.base(image, rec)
-            return batch, params, acc, []
+        try:
+            base_batch, params, acc = self.base(image, rec)
+        except CorruptImage:
+            if not usable:
+                raise
+            base_batch = None  # torn by an interrupted rebase: a flagged copy is as new
+        if base_batch is not None and base_batch > resume:
+            raise_corrupt(image, f"the base record holds batch {base_batch}, beyond {resume}")
+        if base_batch is not None and (not usable or max(usable) < base_batch):
+            return base_batch, params, acc, []  # a tie: the copy (it reads the same MLPs)
         chosen = max(usable)
         self.read_mlp(rec, mlp[chosen])
         batch, params, acc = image.mlp_record(mlp[chosen])

@@ -65,6 +65,7 @@ class OpRecord:
     wait: int = 0
     waited_on: dict[int | None, float] = field(default_factory=dict)
     resources: tuple[str, ...] = ()
+    deps: tuple[int, ...] = ()  # uids of the ops it waited for (crash schedules read them)
 
 
 class Unit:
@@ -135,10 +136,14 @@ class Scheduler:
         sees the devices as they are then; it is sent the progress the previous stage
         reached). ``start_with``: ready once that op has started instead of ended;
         ``until``: its flows stop when that op ends (a window it may only work in)."""
-        record = OpRecord(len(self.records), name, category, resource, batch, background=background)
+        deps = list(deps)
+        record = OpRecord(
+            len(self.records), name, category, resource, batch, background=background,
+            deps=tuple(d.record.uid for d in deps),
+        )  # fmt: skip
         self.records.append(record)
         handle = Op(record, self.engine.event(), self.engine.event())
-        self.engine.process(self._run(handle, list(deps), body, start_with, until))
+        self.engine.process(self._run(handle, deps, body, start_with, until))
         return handle
 
     def _run(self, handle: Op, deps: list[Op], body: Body, start_with, until):

@@ -1,0 +1,54 @@
+"""Which broken protocols of tests/protocol_mutants.py crashcheck catches at its default
+settings, on the runs tests/test_crashcheck.py uses (rmc1, batch 8: cxl 64 rows and 6
+batches, the others 128 rows and 4), with the crash-state families that caught each.
+
+    python benchmarks/mutants_caught.py [MUTANT ...]
+
+Against an older checker, run it from that checkout with this file and
+tests/protocol_mutants.py copied in (issue 26's closing note does so for c720055).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import warnings
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
+
+from protocol_mutants import MUTANTS  # noqa: E402
+
+from simulate.crashcheck import crashcheck  # noqa: E402
+from simulate.options import RunOptions  # noqa: E402
+
+
+def run_for(system: str) -> RunOptions:
+    rows, batches = (64, 6) if system == "cxl" else (128, 4)
+    return RunOptions(
+        system=system, model="rmc1", rows=rows, batch_size=8, batches=batches, progress=False
+    )
+
+
+def main(names: list[str]) -> int:
+    warnings.simplefilter("ignore", RuntimeWarning)
+    caught = 0
+    chosen = [(s, m) for s, m in MUTANTS if not names or m.__name__ in names]
+    for system, mutant in chosen:
+        started = time.perf_counter()
+        report = crashcheck(run_for(system), protocol_class=mutant)
+        modes = sorted({v["mode"] for v in report.violations})
+        caught += bool(report.violations)
+        verdict = "CAUGHT" if report.violations else "escaped"
+        print(
+            f"{mutant.__name__:22s} {system:6s} {verdict:8s} {len(report.violations):5d} "
+            f"{modes} {time.perf_counter() - started:.1f}s",
+            flush=True,
+        )
+    print(f"{caught} of {len(chosen)} caught")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,99 @@
+"""The other schedules of one recorded run: concurrent ops finishing in the other order.
+
+The timing model produces ONE schedule; two ops that run at once and that no chain of
+board dependencies orders (CXL-B's embedding and MLP undo logs of a batch, both
+started by its lookup) finish in whichever order the devices' loads decide that day. A
+recovery whose correctness depends on that order must be exercised in both. For every
+such pair that wrote to PMEM, where op X finished after op Y, the variant runs X faster
+so that it completes before Y's last epoch (its commit) is issued: X's pieces keep their
+order and their start, their ticks scaled toward X's start (as if the device had served
+X first; nothing X waited for moves, and every op that waited for X still starts after
+it). The variant's states that differ from the recorded schedule lie between X's new
+commit and Y's end: the window explored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from components.persistence.journal import Journal
+from components.sim.schedule import OpRecord
+
+
+@dataclass(frozen=True)
+class Reordered:
+    """One variant schedule: ``first`` now completes before ``second`` commits."""
+
+    journal: Journal
+    window: tuple[int, int]
+    first: OpRecord
+    second: OpRecord
+
+
+def ancestors(records: list[OpRecord]) -> dict[int, set[int]]:
+    """Every op's transitive dependencies (uids), in record order (deps come first)."""
+    out: dict[int, set[int]] = {}
+    for r in sorted(records, key=lambda r: r.uid):
+        seen: set[int] = set()
+        for d in r.deps:
+            seen |= {d} | out.get(d, set())
+        out[r.uid] = seen
+    return out
+
+
+def unordered_pairs(journal: Journal, records: list[OpRecord]) -> list[tuple[OpRecord, OpRecord]]:
+    """(earlier-finishing, later-finishing) pairs of PMEM-writing ops that overlapped in
+    time and that no dependency chain orders."""
+    writers = set(np.unique(journal.op).tolist())
+    ops = sorted(
+        (r for r in records if r.uid in writers and r.end > r.start), key=lambda r: r.start
+    )
+    before = ancestors(records)
+    pairs = []
+    for i, a in enumerate(ops):
+        for b in ops[i + 1 :]:
+            if b.start >= a.end:
+                break
+            if a.uid in before[b.uid] or b.uid in before[a.uid]:
+                continue
+            pairs.append((a, b) if a.end <= b.end else (b, a))
+    return pairs
+
+
+def reordered_schedules(journal: Journal, records: list[OpRecord]) -> Iterator[Reordered | None]:
+    """For every unordered concurrent pair, the variant in which the op that finished
+    later completes first (None for a pair that cannot be flipped this way: the later
+    op started after the earlier one's commit began)."""
+    for y, x in unordered_pairs(journal, records):
+        ys = np.flatnonzero(journal.op == y.uid)
+        commit = int(journal.lo[ys[journal.epoch[ys] == journal.epoch[ys].max()]].min())
+        target = x.start + (commit - x.start) // 2
+        if target <= x.start or x.end <= x.start:
+            yield None
+            continue
+        xs = journal.op == x.uid
+        scale = (target - x.start) / (x.end - x.start)
+        times = {}
+        for name in ("lo", "p", "hi"):
+            col = getattr(journal, name).copy()
+            col[xs] = x.start + np.floor((col[xs] - x.start) * scale).astype(np.int64)
+            times[name] = col
+        variant = replace(journal, **times, epoch=_fence_order(journal.epoch, times["hi"]))
+        xe = np.flatnonzero(xs)
+        last = xe[journal.epoch[xe] == journal.epoch[xe].max()]
+        window = (int(times["lo"][last].min()), int(journal.hi[ys].max()))
+        yield Reordered(variant, window, x, y)
+
+
+def _fence_order(epoch: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Epoch ids renumbered in the order of their (moved) fences, as the journal keeps
+    them (two pieces writing one word: the later epoch's wins)."""
+    ids, inverse = np.unique(epoch, return_inverse=True)
+    fence = np.zeros(ids.size, dtype=np.int64)
+    np.maximum.at(fence, inverse, hi)
+    rank = np.empty(ids.size, dtype=np.int64)
+    rank[np.lexsort((ids, fence))] = np.arange(ids.size)
+    return rank[inverse]
