@@ -15,6 +15,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from components.compute.host import COPY_CHUNK
+from components.sim.mpl import check_backend
+from components.sim.outputs import NotRegularFile, check_replaceable
 from simulate.configure import (
     FUNCTIONAL_DEFAULT_ROWS,
     batch_size_of,
@@ -213,6 +215,10 @@ def check_pmem_image(options: RunOptions) -> None:
     image = Path(options.pmem_image)
     if image.is_dir():
         raise UsageError(f"--pmem-image {options.pmem_image}: is a directory")
+    try:
+        check_replaceable(image)
+    except NotRegularFile as exc:
+        raise UsageError(f"--pmem-image {options.pmem_image}: {exc.strerror}") from None
     if image.exists() and (options.fail_at or options.fail_random):
         asked = "--fail-at" if options.fail_at else "--fail-random"
         raise UsageError(
@@ -244,6 +250,8 @@ def check_trace(options: RunOptions) -> None:
 def check_paths(options: RunOptions, writes_outdir: bool = True) -> None:
     if writes_outdir:
         check_outdir(options.outdir)
+    if options.plot:
+        check_backend()
     check_pmem_image(options)
     check_trace(options)
 

@@ -64,7 +64,9 @@ def test_slurm_executor_without_slurm_is_one_line_and_exit_2(tmp_path):
     )
     assert done.returncode == 2
     line = one_line(done)
-    assert line.startswith("sweep.py: --executor slurm: sbatch, srun, sacct, scancel not found")
+    assert line.startswith(
+        "sweep.py: error: --executor slurm: sbatch, srun, sacct, scancel not found"
+    )
     assert not (tmp_path / "out").exists()  # refused before anything was written
 
 
@@ -79,7 +81,7 @@ def test_slurm_submission_refused_is_one_line_and_exit_2(tmp_path):
         env=fake_commands(tmp_path / "bin", error),
     )
     assert done.returncode == 2
-    assert one_line(done) == f"sweep.py: --executor slurm: submission failed: {error}"
+    assert one_line(done) == f"sweep.py: error: --executor slurm: submission failed: {error}"
     assert not list((tmp_path / "out").glob("[!.]*"))  # no run, no failure recorded
 
 
@@ -91,7 +93,7 @@ def test_a_million_run_grid_is_refused_up_front(tmp_path, mode):
     done = subprocess.run([*SWEEP, str(spec), *mode], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and done.stdout == ""
     assert one_line(done) == (
-        "sweep.py: spec: axes: the grid has 1,000,000 runs, more than the limit of "
+        "sweep.py: error: spec: axes: the grid has 1,000,000 runs, more than the limit of "
         f"{MAX_RUNS:,}; split it into several specs"
     )
     assert time.monotonic() - start < 20  # refused before a run is built, not after
