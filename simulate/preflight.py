@@ -215,10 +215,6 @@ def check_pmem_image(options: RunOptions) -> None:
     image = Path(options.pmem_image)
     if image.is_dir():
         raise UsageError(f"--pmem-image {options.pmem_image}: is a directory")
-    try:
-        check_replaceable(image)
-    except NotRegularFile as exc:
-        raise UsageError(f"--pmem-image {options.pmem_image}: {exc.strerror}") from None
     if image.exists() and (options.fail_at or options.fail_random):
         asked = "--fail-at" if options.fail_at else "--fail-random"
         raise UsageError(
@@ -231,6 +227,10 @@ def check_pmem_image(options: RunOptions) -> None:
         raise UsageError(f"--pmem-image {options.pmem_image}: no directory {folder}")
     if not image.exists() and not os.access(folder, os.W_OK | os.X_OK):
         raise UsageError(f"--pmem-image {options.pmem_image}: {folder} is not writable")
+    try:
+        check_replaceable(image)
+    except NotRegularFile as exc:
+        raise UsageError(f"--pmem-image {options.pmem_image}: {exc.strerror}") from None
 
 
 def check_trace(options: RunOptions) -> None:

@@ -71,10 +71,10 @@ def check_replaceable(path: Path) -> None:
     judged by what it points to: replacing it replaces the link, not its target)."""
     try:
         mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        return
+    except (FileNotFoundError, NotADirectoryError):
+        return  # missing (the caller's own checks name a missing folder)
     except OSError:
-        mode = os.lstat(path).st_mode
+        mode = os.lstat(path).st_mode  # a link that cannot be followed (a loop)
     if not stat.S_ISREG(mode):
         raise NotRegularFile(path, mode)
 
