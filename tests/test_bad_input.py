@@ -601,3 +601,16 @@ def test_a_failing_gem5_binary_is_one_line_and_exit_2(tmp_path, status):
     assert_one_error_line(
         proc, "compare_backends.py", f"gem5 exited with {status}: fatal: last words"
     )
+
+
+def test_an_output_name_taken_by_a_fifo_in_the_outdir_is_refused_and_kept(tmp_path, good_outdir):
+    """The outdir's previous set is replaced entry by entry only when each is a regular
+    file: a FIFO named stats.txt is refused, and it and the other outputs stay."""
+    (good_outdir / "stats.txt").unlink()
+    os.mkfifo(good_outdir / "stats.txt")
+    before = digest(good_outdir)
+    proc = run("trainingcxl", [*GOOD, "--batches", "2", "--outdir", str(good_outdir)], tmp_path)
+    assert_one_error_line(proc, "trainingcxl.py", "stats.txt")
+    assert "is a FIFO, not a regular file" in proc.stderr
+    assert stat.S_ISFIFO(os.stat(good_outdir / "stats.txt").st_mode)
+    assert digest(good_outdir) == before and no_staging_left(tmp_path)
