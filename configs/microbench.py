@@ -40,6 +40,7 @@ from components.interconnect.cxl import CxlLink, CxlPath, mem_read, mem_write  #
 from components.memory import Dram, MemoryDevice, Pmem, Ssd  # noqa: E402
 from components.memory.base import stage  # noqa: E402
 from components.sim.engine import Engine  # noqa: E402
+from components.sim.mpl import check_backend  # noqa: E402
 from components.sim.outputs import replacing_dir  # noqa: E402
 from components.sim.params import ConfigError  # noqa: E402
 from components.sim.schedule import Scheduler  # noqa: E402
@@ -65,6 +66,15 @@ their sort copies): measured ~140 B (PMEM writes, 10^6 requests of 4 KiB: 2.6 GB
 peak, 1.8e7 lines), rounded up."""
 
 
+MAX_OUTSTANDING = 65536
+"""Requests in flight per stream: NVMe's deepest queue (64 Ki entries) is the largest
+window any device here accepts; the Optane studies use at most a few hundred."""
+MAX_SPAN = 2**50
+"""Address range of a stream: 1 PiB, the bound on every size parameter
+(MemorySize.physical) and far beyond the 48-bit physical addresses of the hosts
+modelled; larger spans overflow the int64 addresses the device models draw."""
+
+
 def _count(flag: str, text: str, low: int = 1, high: int | None = None) -> int:
     try:
         value = int(text)
@@ -83,6 +93,8 @@ def _size(flag: str, text: str) -> int:
         raise UsageError(f"{flag} {text!r}: {exc}") from None
     if value < 1:
         raise UsageError(f"{flag} must be at least 1 byte, got {text!r}")
+    if value > MAX_SPAN:
+        raise UsageError(f"{flag} must be at most 1PiB (an address range), got {text!r}")
     return value
 
 
@@ -110,7 +122,7 @@ class StreamSpec:
             parts[0],
             pattern,
             _size(f"{named[0]}size", fields[2] or defaults.size),
-            _count(f"{named[1]}outstanding", fields[3] or defaults.outstanding),
+            _count(f"{named[1]}outstanding", fields[3] or defaults.outstanding, 1, MAX_OUTSTANDING),
             _count(f"{named[2]}requests", fields[4] or defaults.requests),
         )
 
@@ -144,6 +156,8 @@ def check_args(args: argparse.Namespace) -> list[StreamSpec]:
     """Every value before any work (the measurement code trusts them); the streams."""
     specs = streams_of(args)
     span = _size("--span", args.span)
+    if args.load_sweep:
+        check_backend()
     for spec in specs:
         if span < spec.size:
             raise UsageError(
@@ -183,7 +197,7 @@ def streams_of(args: argparse.Namespace) -> list[StreamSpec]:
     if args.stream:
         return [StreamSpec.parse(text, args) for text in args.stream]
     fraction = args.read_fraction
-    if not 0 < fraction < 1:
+    if not 0 < fraction < 1:  # NaN fails too
         raise UsageError(f"--read-fraction must be in (0, 1), got {fraction}")
     total = _count("--requests", args.requests)
     reads = max(round(total * fraction), 1)
@@ -312,10 +326,9 @@ def sweep(args: argparse.Namespace, specs: list[StreamSpec]) -> list[dict]:
 
 
 def plot_sweep(points: list[dict], path: Path) -> None:
-    import matplotlib
+    from components.sim.mpl import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(5, 3.5))
     for i, stream in enumerate(points[0]["streams"]):

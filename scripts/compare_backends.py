@@ -58,8 +58,9 @@ def parse_run_options(argv: list[str], prog: str, description: str):
     return options_from_args(parser.parse_args(argv))
 
 
-class Gem5Failed(RuntimeError):
-    """The gem5 side ended with an error (the tail of its output says why)."""
+class Gem5Failed(UsageError):
+    """The gem5 side ended with an error: the binary GEM5 names cannot run this
+    (reported as one line, exit 2, with the last line gem5 printed)."""
 
 
 def check_gem5(gem5: str) -> None:
@@ -107,8 +108,9 @@ def run_gem5(gem5: str, argv: list[str], outdir: Path, sample: int = 0) -> dict:
         command, env=environment(), capture_output=True, text=True, preexec_fn=die_with_parent()
     )
     if run.returncode != 0 or not out.exists():
-        tail = (run.stderr or run.stdout).strip().splitlines()[-12:]
-        raise Gem5Failed(f"gem5 exited with {run.returncode}:\n" + "\n".join(tail))
+        lines = [line.strip() for line in (run.stderr or run.stdout or "").splitlines()]
+        last = next((line for line in reversed(lines) if line), "no output")
+        raise Gem5Failed(f"GEM5={gem5}: gem5 exited with {run.returncode}: {last}")
     return json.loads(out.read_text())
 
 
@@ -176,11 +178,7 @@ def main(argv: list[str]) -> int:
         report(results, gem5)
         return 0
 
-    try:
-        return run_main(PROG, body)
-    except Gem5Failed as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 1
+    return run_main(PROG, body)
 
 
 def report(results: dict, gem5: str | None) -> None:

@@ -32,7 +32,7 @@ from simulate.cli import QuietParser, UsageError, run_main  # noqa: E402
 from simulate.configure import input_generator, resolve_functional  # noqa: E402
 from simulate.failures import inject  # noqa: E402
 from simulate.job import validate  # noqa: E402
-from simulate.options import RunOptions, check_seed  # noqa: E402
+from simulate.options import RunOptions, check_failure_count, check_seed  # noqa: E402
 from simulate.preflight import check_memory  # noqa: E402
 from simulate.recording import run_stretch  # noqa: E402
 from workloads.metrics import evaluate  # noqa: E402
@@ -66,6 +66,7 @@ def parse_args(argv: list[str]):
         if value < 1:
             raise UsageError(f"{flag} must be at least 1, got {value}")
     check_seed(args.seed)
+    check_failure_count(args.failures, args.batches, "--failures")
     return args
 
 

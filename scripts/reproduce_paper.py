@@ -23,6 +23,7 @@ quiet_interrupts("reproduce_paper.py")
 import numpy as np  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
+from components.sim.mpl import check_backend  # noqa: E402
 from components.sim.outputs import replacing_dir  # noqa: E402
 from simulate.cli import QuietParser, UsageError, run_main  # noqa: E402
 from simulate.job import BREAKDOWN, run_job, validate  # noqa: E402
@@ -109,7 +110,9 @@ def report(results, models, batches) -> str:
 
 
 def plot_all(results, models, outdir: Path) -> None:
-    import matplotlib.pyplot as plt  # here: bad options are refused before matplotlib loads
+    from components.sim.mpl import pyplot
+
+    plt = pyplot()  # here: bad options are refused before matplotlib loads
 
     from components.sim.plots import (
         draw_timeline,
@@ -168,6 +171,7 @@ def parse_args(argv: list[str] | None):
     check_steady_batches(args.batches)
     check_seed(args.seed)
     check_outdir(args.outdir)
+    check_backend()
     return args
 
 

@@ -26,7 +26,7 @@ from tqdm import tqdm  # noqa: E402
 from components.sim.outputs import replacing_dir  # noqa: E402
 from simulate.cli import QuietParser, run_main  # noqa: E402
 from simulate.configure import prepare  # noqa: E402
-from simulate.job import run_job  # noqa: E402
+from simulate.job import run_job, validate  # noqa: E402
 from simulate.options import RunOptions, check_steady_batches  # noqa: E402
 from simulate.preflight import check_memory, check_outdir  # noqa: E402
 
@@ -72,25 +72,31 @@ def parse_args(argv: list[str] | None):
 
 
 def sweep(args, outdir: Path) -> list[tuple[str, dict[str, str]]]:
-    """Every variant's headline ratios; each run's outputs under outdir/<variant>/."""
-    rows = []
-    for label, suffix, value in tqdm(VARIANTS, desc="variants", file=sys.stderr):
-        results = {}
+    """Every variant's headline ratios; each run's outputs under outdir/<variant>/.
+    Every run is validated and its memory checked before the first starts."""
+    plan = []
+    for number, (label, suffix, value) in enumerate(VARIANTS):
+        runs = []
         for system in SYSTEMS:
             for model in MODELS:
                 options = RunOptions(
                     system=system,
                     model=model,
                     batches=args.batches,
-                    outdir=str(outdir / str(len(rows)) / f"{system}-{model}"),
+                    outdir=str(outdir / str(number) / f"{system}-{model}"),
                     progress=False,
                 )
                 if suffix == "batch_size":
                     options.batch_size = value
                 elif suffix:
                     options.sets = sets_for(system, suffix, value)
+                validate(options, writes_outdir=False)
                 check_memory(options)
-                results[system, model] = run_job(options)
+                runs.append(options)
+        plan.append((label, runs))
+    rows = []
+    for label, runs in tqdm(plan, desc="variants", file=sys.stderr):
+        results = {(options.system, options.model): run_job(options) for options in runs}
         rows.append((label, headline(results, MODELS)))
     return rows
 

@@ -391,8 +391,46 @@ def running(**options) -> Iterator[Cluster]:
         stop(cluster)
 
 
+PROG = "slurm_cluster.py"
+
+
+class _Refused(Exception):
+    """A bad option: one line, exit 2 (argparse would print its usage first)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        raise _Refused(message)
+
+
+def _machine_memory_mb() -> int:
+    """Physical memory of this machine: a one-node cluster cannot offer more."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2**20
+    except (ValueError, OSError, AttributeError):
+        return 2**40
+
+
+def _check_node(cpus: int, memory_mb: int) -> None:
+    most_cpus, most_mb = os.cpu_count() or 1, _machine_memory_mb()
+    if not 1 <= cpus <= most_cpus:
+        raise _Refused(f"--cpus must be in 1..{most_cpus} (this machine's CPUs), got {cpus}")
+    if not 64 <= memory_mb <= most_mb:
+        raise _Refused(
+            f"--memory-mb must be in 64..{most_mb} (this machine's memory), got {memory_mb}"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="slurm_cluster.py", description=__doc__.splitlines()[0])
+    try:
+        return _main(argv)
+    except _Refused as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _main(argv: list[str] | None) -> int:
+    parser = _Parser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument("--cpus", type=int, default=2, help="CPUs of the one node (default 2)")
     parser.add_argument(
         "--memory-mb", type=int, default=2048, help="memory of the node in MB (default 2048)"
@@ -408,14 +446,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"slurm_cluster.py: {reason or 'a throwaway cluster can run here'}")
         return 1 if reason else 0
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    if args.cpus < 1 or args.memory_mb < 64:
-        print("slurm_cluster.py: --cpus must be >= 1 and --memory-mb >= 64", file=sys.stderr)
-        return 2
+    _check_node(args.cpus, args.memory_mb)
     try:
         cluster = start(args.cpus, args.memory_mb, args.partition)
     except ClusterError as exc:
-        print(f"slurm_cluster.py: {exc}", file=sys.stderr)
-        return 2
+        raise _Refused(" ".join(str(exc).split())) from None
     try:
         print(f"slurm_cluster.py: up; export SLURM_CONF={cluster.conf}", file=sys.stderr)
         if command:

@@ -27,12 +27,13 @@ from simulate.startup import quiet_interrupts  # noqa: E402
 
 quiet_interrupts("sweep.py")
 
-from simulate.cli import raise_received, raising_on  # noqa: E402
+from simulate.cli import error_line, os_error_text, raise_received, raising_on  # noqa: E402
 from simulate.options import QuietParser, UsageError  # noqa: E402
 from simulate.sweeps.cli import add_collect_options, collect_command, sbatch_script  # noqa: E402
 from simulate.sweeps.driver import execute, status  # noqa: E402
 from simulate.sweeps.spec import load_sweep  # noqa: E402
 
+MAX_WORKERS_PER_CPU = 4
 INTERRUPTED = {
     "local": "sweep.py: interrupted; finished runs are kept, runs in flight are dropped "
     "(rerun the same command to finish the sweep)",
@@ -65,8 +66,12 @@ def parse_args(argv: list[str] | None):
     parser.add_argument("--outroot", help="override the spec's outroot")
     add_collect_options(parser)
     args = parser.parse_args(argv)
-    if args.workers < 1:
-        raise UsageError(f"--workers must be at least 1, got {args.workers}")
+    # each worker is one process of one BLAS thread: past a few per CPU they only contend
+    most = MAX_WORKERS_PER_CPU * (os.cpu_count() or 1)
+    if not 1 <= args.workers <= most:
+        raise UsageError(
+            f"--workers must be in 1..{most} ({MAX_WORKERS_PER_CPU} per CPU), got {args.workers}"
+        )
     return args
 
 
@@ -109,15 +114,18 @@ def _main(argv: list[str] | None) -> int:
         summary = execute(sweep, runs, args.executor, args.workers)
         raise_received()
     except UsageError as exc:
-        print(f"sweep.py: {exc}", file=sys.stderr)
+        print(error_line("sweep.py", exc), file=sys.stderr)
+        return 2
+    except OSError as exc:  # an outroot that cannot be written, a full disk
+        if isinstance(exc, BrokenPipeError):  # `--list | head`: the reader has all it wanted
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
+        print(error_line("sweep.py", os_error_text(exc)), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         submitted = args is not None and args.executor == "slurm" and args.id is None
         print(INTERRUPTED["slurm" if submitted else "local"], file=sys.stderr)
         return 130
-    except BrokenPipeError:  # `--list | head`: the reader has all it wanted
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
     print("\n".join(summary.lines()))
     return 1 if summary.failures else 0
 

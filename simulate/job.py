@@ -32,6 +32,7 @@ from simulate.configure import (
 )
 from simulate.failures import failure_field, record_run
 from simulate.host import drive_batches
+from simulate.image_copy import named_as_given, working_image
 from simulate.options import RunOptions, SamplePlan, UsageError
 from simulate.preflight import check_paths, failure_run
 from workloads.models import ModelSpec
@@ -50,7 +51,8 @@ def validate(options: RunOptions, writes_outdir: bool = True) -> None:
 
 def run_job(options: RunOptions) -> dict[str, Any]:
     """Simulate one run and write its outputs; returns results.json's content. A failure
-    run simulates once: its recorded run gives both the stats and the failure reference."""
+    run simulates once: its recorded run gives both the stats and the failure reference.
+    A --pmem-image is changed only once everything else succeeded (image_copy)."""
     if gem5.available() and (options.sample_plan is not None or options.checkpoint != "paper"):
         raise UsageError("under gem5 a run replays every batch of the paper's protocols: "
                          "drop --sample and --checkpoint")  # fmt: skip
@@ -58,10 +60,15 @@ def run_job(options: RunOptions) -> dict[str, Any]:
         from simulate.sampling import run_sampled  # it builds on this module
 
         return run_sampled(options, SamplePlan.parse(options.sample_plan))
+    with working_image(options) as working:
+        return _run_job(options, working)
+
+
+def _run_job(options: RunOptions, working: RunOptions) -> dict[str, Any]:
     started = time.monotonic()
     recorded = None
     if failure_run(options):
-        recorded = record_run(options)
+        recorded = record_run(working)
         spec, batch_size = resolve_functional(options)
         board, scheduler, ends = recorded.board, recorded.scheduler, recorded.ends
         trainer, generator = recorded.trainer, recorded.generator
@@ -75,7 +82,8 @@ def run_job(options: RunOptions) -> dict[str, Any]:
             **trainer.evaluate(generator),
         }
     if recorded is not None:
-        results["failure"] = failure_field(options, recorded)
+        failure = failure_field(working, recorded)
+        results["failure"] = named_as_given(failure, working, options)
     if gem5.available():  # under gem5.opt: the memory ops again, timed by gem5
         from simulate.gem5_run import run_under_gem5
 

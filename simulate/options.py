@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -24,17 +25,34 @@ class UsageError(ValueError):
     """A bad option value, reported as one line and exit status 2."""
 
 
+MAX_ARGS = 4096
+"""Words on one command line: argparse's time grows with the square of their number
+(20,000 words take a minute), and no run needs more (failures are bounded by
+MAX_FAILURES_PER_BATCH; grids belong in a sweep spec)."""
+
+
 class QuietParser(argparse.ArgumentParser):
     """argparse that raises instead of exiting, so callers decide how errors look."""
 
     def error(self, message: str):
         raise UsageError(message)
 
+    def parse_known_args(self, args=None, namespace=None):
+        words = sys.argv[1:] if args is None else list(args)
+        if len(words) > MAX_ARGS:
+            raise UsageError(f"{len(words)} command-line words, more than {MAX_ARGS}")
+        return super().parse_known_args(words, namespace)
+
 
 SYSTEMS = ("ssd", "pmem", "pcie", "cxl-d", "cxl-b", "cxl", "dram")
 CHECKPOINTS = ("paper", "cpr", "check-n-run", "none")
 QUANTIZE = ("none", "8", "4")
 MAX_SEED = 2**32 - 1  # numpy's conventional 32-bit seed range; negative seeds are refused
+MAX_FAILURES_PER_BATCH = 8
+"""Failures one run may inject, per batch it trains: a batch has about eight fenced
+crash intervals (preflight.INTERVALS_PER_BATCH), and a failure is a recovery plus a
+resumed stretch, so more failures revisit the same states at ever more cost
+(scripts/crashcheck.py explores states exhaustively instead)."""
 
 
 @dataclass
@@ -300,6 +318,17 @@ def check_seed(seed: int) -> None:
         raise UsageError(f"--seed must be in 0..{MAX_SEED}, got {seed}")
 
 
+def check_failure_count(count: int, batches: int, flag: str) -> None:
+    """At most MAX_FAILURES_PER_BATCH failures per batch of the run."""
+    most = MAX_FAILURES_PER_BATCH * batches
+    if count > most:
+        raise UsageError(
+            f"{flag}: {count} failures in {batches} batches, more than the "
+            f"{MAX_FAILURES_PER_BATCH} per batch a run can use ({most}); "
+            "use scripts/crashcheck.py to explore crash states exhaustively"
+        )
+
+
 def check_steady_batches(batches: int) -> None:
     """Scripts that report steady-state means need a batch beyond the warm-up."""
     if batches < 2:
@@ -333,8 +362,17 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         raise UsageError("--outdir must not be empty")
     if args.pmem_image is not None and not args.pmem_image.strip():
         raise UsageError("--pmem-image must not be empty")
+    check_failure_count(args.fail_random, args.batches, "--fail-random")
+    check_failure_count(len(args.fail_at) + args.fail_random, args.batches, "--fail-at")
+    instants: dict[int, str] = {}
     for text in args.fail_at:
-        _check_time("--fail-at", text)
+        tick = _check_time("--fail-at", text)
+        if tick in instants:
+            raise UsageError(
+                f"--fail-at {text!r}: the same instant as --fail-at {instants[tick]!r} "
+                "(power fails once at an instant)"
+            )
+        instants[tick] = text
     if args.sample_plan is not None:
         _check_sample(args)
     _check_software_ft(args)
@@ -415,9 +453,9 @@ def _check_sample(args: argparse.Namespace) -> None:
             raise UsageError(f"--sample times a sample of batches; {flag} needs every batch")
 
 
-def _check_time(option: str, text: str) -> None:
+def _check_time(option: str, text: str) -> int:
     try:
-        parse_time(text)
+        return parse_time(text)
     except UnitError as exc:
         raise UsageError(f"{option} {text!r}: {exc}") from None
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from components.compute.host import COPY_CHUNK
+from components.sim.mpl import check_backend
+from components.sim.outputs import NotRegularFile, check_replaceable
 from simulate.configure import (
     FUNCTIONAL_DEFAULT_ROWS,
     batch_size_of,
@@ -225,6 +227,10 @@ def check_pmem_image(options: RunOptions) -> None:
         raise UsageError(f"--pmem-image {options.pmem_image}: no directory {folder}")
     if not image.exists() and not os.access(folder, os.W_OK | os.X_OK):
         raise UsageError(f"--pmem-image {options.pmem_image}: {folder} is not writable")
+    try:
+        check_replaceable(image)
+    except NotRegularFile as exc:
+        raise UsageError(f"--pmem-image {options.pmem_image}: {exc.strerror}") from None
 
 
 def check_trace(options: RunOptions) -> None:
@@ -244,6 +250,8 @@ def check_trace(options: RunOptions) -> None:
 def check_paths(options: RunOptions, writes_outdir: bool = True) -> None:
     if writes_outdir:
         check_outdir(options.outdir)
+    if options.plot:
+        check_backend()
     check_pmem_image(options)
     check_trace(options)
 

@@ -9,6 +9,7 @@ import os
 import resource
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -97,9 +98,61 @@ CASES = [
     ("crashcheck", ["--model", "rm1"], "crash states"),
     ("crashcheck", ["--seed", "-1"], "--seed must be in 0..4294967295"),
     ("crashcheck", ["--sample", "-1"], "--sample must not be negative"),
+    # absurd counts: bounded by what the run can use (8 failures per batch), before work
+    ("trainingcxl", ["--fail-random", str(10**30)], "--fail-random: 10000000000000000000000000"),
+    ("trainingcxl", ["--fail-random", "81", "--batches", "10"], "more than the 8 per batch"),
+    (
+        "trainingcxl",
+        ["--fail-random", "15", "--batches", "2", "--fail-at=1ms", "--fail-at=2ms"],
+        "--fail-at: 17",
+    ),
+    (
+        "trainingcxl",
+        [*[f"--fail-at={k}us" for k in range(1, 18)], "--batches", "2"],
+        "--fail-at: 17",
+    ),
+    ("trainingcxl", ["--fail-at", "1ms", "--fail-at", "1000us"], "the same instant as"),
+    ("failure_accuracy", ["--failures", str(10**12)], "--failures: 1000000000000 failures"),
+    ("failure_accuracy", ["--failures", "25", "--batches", "3"], "more than the 8 per batch"),
+    # parameters without a meaning at zero or tiny values, or without a physical bound
+    ("trainingcxl", ["--set", f"{PMEM}.interleave=0B"], "interleave: bad value '0B': must be >="),
+    (
+        "trainingcxl",
+        ["--system", "dram", "--set", "board.storage.interleave=16B"],
+        "must be >= 32B",
+    ),
+    (
+        "trainingcxl",
+        ["--system", "ssd", "--set", "board.storage.ssd.module_capacity=1MB"],
+        "per controller",
+    ),
+    ("trainingcxl", ["--set", f"{PMEM}.module_capacity=1KiB"], "more than 8 per controller"),
+    ("trainingcxl", ["--set", f"{PMEM}.module_idle_power=1MW"], "must be at most 100kW"),
+    ("trainingcxl", ["--set", "board.gpu.active_power=1e15W"], "must be at most 100kW"),
+    ("trainingcxl", ["--set", f"{PMEM}.write_energy=3mJ"], "must be at most 1uJ"),
+    ("trainingcxl", ["--set", "board.index_bytes=2"], "rows in the largest table need at least"),
+    (
+        "trainingcxl",
+        ["--model", "rmc1", "--set", "board.index_bytes=1"],
+        "index_bytes: bad value 1",
+    ),
+    # microbench: spans within the address space, windows within any device queue
+    ("microbench", [*MB, "--span", "1e30B"], "--span must be at most 1PiB"),
+    ("microbench", [*MB, "--span", str(2**60)], "--span must be at most 1PiB"),
+    ("microbench", [*MB, "--size", "2048TiB"], "--size must be at most 1PiB"),
+    ("microbench", [*MB, "--outstanding", str(10**12)], "--outstanding must be in 1..65536"),
+    (
+        "microbench",
+        [*MB[:2], "--stream", "write:seq:4KiB:100000", "--outdir", "{new}"],
+        "outstanding must be in 1..65536",
+    ),
     ("collect", ["{file}"], "no such directory"),
     ("collect", ["{outroot}"], "results.json: not valid JSON"),
     ("collect", ["{outroot}", "--plot", "x"], "--plot and --x go together"),
+    ("collect", ["{outroot}", "--out", "/"], "--out /: is a directory"),
+    ("collect", ["{outroot}", "--out", ""], "--out must not be empty"),
+    ("collect", ["{outroot}", "--out", "{new}/"], "is a directory; give a file prefix"),
+    ("collect", ["{outroot}", "--out", "{file}/x"], "is not a directory"),
 ]
 
 
@@ -361,3 +414,203 @@ def _zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
     except OSError:
         return True
+
+
+CUT = [*GOOD[:-1], "--functional", "--rows", "64", "--batches", "4", "--no-progress"]
+
+
+def _fsize_limit(limit: int):
+    return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+
+@pytest.fixture(scope="module")
+def cut_image(tmp_path_factory) -> Path:
+    """An image as a power cut at 0.3 ms left it (cxl-b, RMC1)."""
+    where = tmp_path_factory.mktemp("cut")
+    image = where / "pmem.img"
+    args = [*CUT, "--fail-at", "0.3ms", "--halt-on-failure", "--pmem-image", str(image)]
+    proc = run("trainingcxl", [*args, "--outdir", str(where / "o")], where)
+    assert proc.returncode == 0 and image.exists(), proc.stderr
+    return image
+
+
+@pytest.mark.parametrize("limit", [20_000, 200_000])
+def test_a_recovery_that_fails_part_way_leaves_the_cut_image_byte_for_byte(
+    tmp_path, cut_image, limit
+):
+    """Recovery and the resumed training rewrite the image; an output write that then
+    fails (the file size limit: outputs are ~20-300 KB) must leave the power-cut image
+    as it was, so the same recovery can be run again, and then it succeeds."""
+    image = Path(shutil.copy(cut_image, tmp_path / "pmem.img"))
+    before = hashlib.sha256(image.read_bytes()).hexdigest()
+    args = [*CUT, "--pmem-image", str(image), "--outdir", str(tmp_path / "o")]
+    proc = run("trainingcxl", args, tmp_path, preexec_fn=_fsize_limit(limit))
+    assert_one_error_line(proc, "trainingcxl.py", "File too large")
+    assert hashlib.sha256(image.read_bytes()).hexdigest() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pmem.img"]  # no working copy left
+    again = run("trainingcxl", args, tmp_path)
+    assert again.returncode == 0, again.stderr
+    failure = json.loads((tmp_path / "o" / "results.json").read_text())["failure"]
+    assert failure["resumed_from"] == str(image) and failure["final_model_exact"]
+    assert hashlib.sha256(image.read_bytes()).hexdigest() != before  # recovered and sealed
+
+
+def test_a_fresh_image_is_written_only_by_a_run_that_succeeds(tmp_path):
+    image = tmp_path / "pmem.img"
+    args = [*CUT, "--fail-at", "0.3ms", "--halt-on-failure", "--pmem-image", str(image)]
+    proc = run("trainingcxl", [*args, "--outdir", "o"], tmp_path, preexec_fn=_fsize_limit(20_000))
+    assert proc.returncode == 2 and "File too large" in proc.stderr, proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_an_image_path_that_is_not_a_regular_file_is_refused(tmp_path, kind):
+    image = tmp_path / "img"
+    if kind == "fifo":
+        os.mkfifo(image)
+    else:
+        image.symlink_to("/dev/null")
+    args = [*CUT, "--pmem-image", str(image), "--outdir", "o"]
+    proc = run("trainingcxl", args, tmp_path)
+    assert_one_error_line(proc, "trainingcxl.py", "not a regular file")
+    assert os.path.exists("/dev/null") and not os.path.isfile("/dev/null")
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("option", ["--out", "--png"])
+@pytest.mark.parametrize("kind", ["fifo", "symlink-to-fifo"])
+def test_collect_never_renames_over_a_fifo(tmp_path, places, option, kind):
+    """An output path naming a FIFO (or a link to one) is refused in one line and the
+    FIFO stays (as root, renaming over /dev/null would replace the device)."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    target = tmp_path / ("out.csv" if option == "--out" else "plot.png")
+    if kind == "symlink-to-fifo":
+        target.symlink_to(fifo)
+    else:
+        fifo.rename(target)
+        fifo = target
+    root = _plottable_outroot(tmp_path)
+    value = str(target.with_suffix("")) if option == "--out" else str(target)
+    plot = ["--plot", "batch_time_ms.mean", "--x", "seed"] if option == "--png" else []
+    proc = run("collect", [str(root), option, value, *plot], tmp_path)
+    assert_one_error_line(proc, "collect.py", "is a FIFO, not a regular file")
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+def _plottable_outroot(where: Path, mean: str = "1.5", seed: str = "1") -> Path:
+    root = where / "runs"
+    run_dir = root / "r1"
+    run_dir.mkdir(parents=True)
+    (run_dir / "DONE").write_text("r1\n")
+    (run_dir / "options.json").write_text(
+        json.dumps({"options": {"system": "cxl", "seed": int(seed), "sets": {}, "fail_at": []}})
+    )
+    (run_dir / "results.json").write_text(f'{{"batch_time_ms": {{"mean": {mean}}}, "note": "x"}}')
+    return root
+
+
+@pytest.mark.parametrize(
+    ("results", "needle"),
+    [
+        ('{"batch_time_ms": {"mean": NaN}}', "NaN is not standard JSON"),
+        ('{"a": -Infinity}', "-Infinity is not standard JSON"),
+        ("[1, 2]", "expected a JSON object, got list"),
+        ('"text"', "expected a JSON object, got str"),
+        (b"\xff\xfe{}", "not UTF-8 (byte 0)"),
+        ('{"a": 1', "not valid JSON"),
+        ("[" * 100_000, "not valid JSON"),
+    ],
+)
+def test_collect_refuses_damaged_results_naming_the_file(tmp_path, results, needle):
+    root = _plottable_outroot(tmp_path)
+    path = root / "r1" / "results.json"
+    path.write_bytes(results if isinstance(results, bytes) else results.encode())
+    proc = run("collect", [str(root)], tmp_path)
+    assert_one_error_line(proc, "collect.py", needle)
+    assert str(path) in proc.stderr
+    assert not (root / "sweep.csv").exists()
+
+
+@pytest.mark.parametrize(
+    "options",
+    ["[]", '{"options": 3}', '{"options": {"sets": [1]}}', '{"options": {"fail_at": 5}}'],
+)
+def test_collect_refuses_options_of_the_wrong_shape(tmp_path, options):
+    root = _plottable_outroot(tmp_path)
+    (root / "r1" / "options.json").write_text(options)
+    proc = run("collect", [str(root)], tmp_path)
+    assert_one_error_line(proc, "collect.py", "options.json")
+
+
+@pytest.mark.parametrize(
+    ("mean", "metric", "needle"),
+    [
+        ("1e999", "batch_time_ms.mean", "has inf, not a finite number"),
+        ("1.5", "note", "has 'x', not a finite number"),
+        ("1.5", "system", "has 'cxl', not a finite number"),
+    ],
+)
+def test_collect_plots_finite_numbers_only(tmp_path, mean, metric, needle):
+    root = _plottable_outroot(tmp_path, mean)
+    proc = run("collect", [str(root), "--plot", metric, "--x", "seed"], tmp_path)
+    assert_one_error_line(proc, "collect.py", needle)
+    assert not list(root.glob("*.png"))
+
+
+@pytest.mark.parametrize("script", ["trainingcxl", "collect", "microbench"])
+def test_an_unusable_plotting_backend_is_refused_before_any_work(tmp_path, script):
+    argv = {
+        "trainingcxl": [*GOOD, "--batches", "2", "--plot", "--outdir", "o"],
+        "collect": [
+            str(_plottable_outroot(tmp_path)),
+            "--plot",
+            "batch_time_ms.mean",
+            "--x",
+            "seed",
+        ],
+        "microbench": [*MB[:4], "--load-sweep", "--outdir", "o"],
+    }[script]
+    started = time.monotonic()
+    proc = run(script, argv, tmp_path, env={"MPLBACKEND": "no-such-backend"})
+    assert_one_error_line(proc, f"{script}.py", "MPLBACKEND='no-such-backend' is not a matplotlib")
+    assert time.monotonic() - started < 30
+    assert not (tmp_path / "o").exists() and not (tmp_path / "runs" / "sweep.csv").exists()
+
+
+def test_a_valid_plotting_backend_from_the_environment_still_writes_png(tmp_path):
+    root = _plottable_outroot(tmp_path)
+    proc = run(
+        "collect", [str(root), "--plot", "batch_time_ms.mean", "--x", "seed"], tmp_path,
+        env={"MPLBACKEND": "svg"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert (root / "batch_time_ms.mean-vs-seed.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("status", [1, 3])
+def test_a_failing_gem5_binary_is_one_line_and_exit_2(tmp_path, status):
+    gem5 = tmp_path / "gem5.opt"
+    gem5.write_text(
+        f"#!/bin/sh\necho 'panic: first' >&2\necho 'fatal: last words' >&2\nexit {status}\n"
+    )
+    gem5.chmod(0o755)
+    proc = run(
+        "compare_backends", ["--batches", "1", *GOOD[2:6]], tmp_path, env={"GEM5": str(gem5)}
+    )
+    assert_one_error_line(
+        proc, "compare_backends.py", f"gem5 exited with {status}: fatal: last words"
+    )
+
+
+def test_an_output_name_taken_by_a_fifo_in_the_outdir_is_refused_and_kept(tmp_path, good_outdir):
+    """The outdir's previous set is replaced entry by entry only when each is a regular
+    file: a FIFO named stats.txt is refused, and it and the other outputs stay."""
+    (good_outdir / "stats.txt").unlink()
+    os.mkfifo(good_outdir / "stats.txt")
+    before = digest(good_outdir)
+    proc = run("trainingcxl", [*GOOD, "--batches", "2", "--outdir", str(good_outdir)], tmp_path)
+    assert_one_error_line(proc, "trainingcxl.py", "stats.txt")
+    assert "is a FIFO, not a regular file" in proc.stderr
+    assert stat.S_ISFIFO(os.stat(good_outdir / "stats.txt").st_mode)
+    assert digest(good_outdir) == before and no_staging_left(tmp_path)

@@ -13,10 +13,15 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))  # the entry points, imported as modules
 
+from simulate.cli import error_line  # noqa: E402
+from simulate.options import UsageError  # noqa: E402
 from simulate.sweeps import collect, store  # noqa: E402
 from simulate.sweeps import spec as spec_module  # noqa: E402
 from simulate.sweeps.spec import MAX_RUNS, load_sweep  # noqa: E402
@@ -64,7 +69,9 @@ def test_slurm_executor_without_slurm_is_one_line_and_exit_2(tmp_path):
     )
     assert done.returncode == 2
     line = one_line(done)
-    assert line.startswith("sweep.py: --executor slurm: sbatch, srun, sacct, scancel not found")
+    assert line.startswith(
+        "sweep.py: error: --executor slurm: sbatch, srun, sacct, scancel not found"
+    )
     assert not (tmp_path / "out").exists()  # refused before anything was written
 
 
@@ -79,7 +86,7 @@ def test_slurm_submission_refused_is_one_line_and_exit_2(tmp_path):
         env=fake_commands(tmp_path / "bin", error),
     )
     assert done.returncode == 2
-    assert one_line(done) == f"sweep.py: --executor slurm: submission failed: {error}"
+    assert one_line(done) == f"sweep.py: error: --executor slurm: submission failed: {error}"
     assert not list((tmp_path / "out").glob("[!.]*"))  # no run, no failure recorded
 
 
@@ -91,7 +98,7 @@ def test_a_million_run_grid_is_refused_up_front(tmp_path, mode):
     done = subprocess.run([*SWEEP, str(spec), *mode], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and done.stdout == ""
     assert one_line(done) == (
-        "sweep.py: spec: axes: the grid has 1,000,000 runs, more than the limit of "
+        "sweep.py: error: spec: axes: the grid has 1,000,000 runs, more than the limit of "
         f"{MAX_RUNS:,}; split it into several specs"
     )
     assert time.monotonic() - start < 20  # refused before a run is built, not after
@@ -285,3 +292,180 @@ def test_collect_interrupted_keeps_the_previous_table(tmp_path, monkeypatch):
     assert collect_script.main([str(outroot)]) == 130
     assert {p.name: p.read_bytes() for p in outroot.glob("sweep.*")} == table
     assert not list(outroot.glob(".sweep.*"))  # no temp file left behind
+
+
+LAUGHS = "".join(
+    f"l{n}: &l{n} [{', '.join([f'*l{n - 1}'] * 9) if n else ', '.join(['lol'] * 9)}]\n"
+    for n in range(9)
+)
+BAD_SPECS = [
+    # (file bytes, text the one line must contain)
+    (b"outroot: o\nfixed: {model: \xe9}\n", "not UTF-8 text (byte 26: 0xe9)"),
+    (b"\xff\xfeo\x00u\x00", "not UTF-8 text"),
+    (b"outroot: o\nfixed: &a {seed: *a}\n", "a recursive alias"),
+    (b"outroot: o\naxes: &b {seed: [1, *b]}\n", "a recursive alias"),
+    (("outroot: o\n" + LAUGHS).encode(), "its aliases expand to more than 100,000 values"),
+    (("a: &a x\noutroot: o\nfixed: [" + "*a, " * 101 + "]\n").encode(), "more than 100 aliases"),
+    (b"outroot: o\noutroot: p\n", "duplicate key 'outroot' at line 2"),
+    (b"outroot: o\nfixed: {model: rmc1, model: rm1}\n", "duplicate key 'model'"),
+    (b"outroot: o\naxes:\n  seed: [1]\n  seed: [2]\n", "duplicate key 'seed' at line 4"),
+    (b"outroot: o\nfixed: {set: {board: {index_bytes: 4, index_bytes: 8}}}\n", "duplicate key"),
+    (b"outroot: o\nfixed: " + b"[" * 20_000 + b"]" * 20_000 + b"\n", "nested too deeply"),
+    (b"outroot: o\nfixed: {model: " + b"x" * (2 << 20) + b"}\n", "more than a spec's 1,048,576"),
+    (b"outroot: o\nslurm: {time: 600000}\n", "slurm.time: must be at most 525600 minutes"),
+    (b"outroot: o\nslurm: {time: '999-00:00:00'}\n", "slurm.time: must be at most"),
+    (b"outroot: o\nslurm: {cpus: 100000}\n", "slurm.cpus: must be at most 4096"),
+    (b"outroot: o\nslurm: {gpus: 1000}\n", "slurm.gpus: must be at most 64"),
+    (b"outroot: o\nslurm: {mem: 100000T}\n", "slurm.mem: must be at most 64T"),
+    (b"outroot: o\nslurm: {mem: 99999999}\n", "slurm.mem: must be at most 64T"),
+]
+
+
+@pytest.mark.parametrize(("data", "needle"), BAD_SPECS, ids=[n[:30] for _, n in BAD_SPECS])
+def test_a_malformed_spec_file_is_one_line_within_seconds(tmp_path, data, needle):
+    spec = tmp_path / "spec.yaml"
+    spec.write_bytes(data)
+    started = time.monotonic()
+    done = subprocess.run([*SWEEP, str(spec), "--list"], capture_output=True, text=True, timeout=60)
+    assert time.monotonic() - started < 30
+    line = one_line(done)
+    assert line.startswith("sweep.py: error: spec: "), line
+    assert needle in line, line
+    assert done.returncode == 2 and done.stdout == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.yaml"]
+
+
+def test_a_toml_spec_not_in_utf8_is_one_line(tmp_path):
+    spec = tmp_path / "spec.toml"
+    spec.write_bytes(b"outroot = '\xc3\x28'\n")
+    done = subprocess.run([*SWEEP, str(spec), "--list"], capture_output=True, text=True, timeout=60)
+    assert "not UTF-8 text" in one_line(done) and done.returncode == 2
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "device", "socket"])
+def test_a_spec_that_is_not_a_regular_file_is_refused_without_blocking(tmp_path, kind):
+    """A FIFO with no writer would block open(); it is refused from its stat instead."""
+    import socket
+
+    spec = tmp_path / "spec.yaml"
+    if kind == "fifo":
+        os.mkfifo(spec)
+    elif kind == "directory":
+        spec.mkdir()
+    elif kind == "device":
+        spec.symlink_to("/dev/zero")
+    else:
+        server = socket.socket(socket.AF_UNIX)
+        server.bind(str(spec))
+    done = subprocess.run([*SWEEP, str(spec)], capture_output=True, text=True, timeout=60)
+    assert "spec.yaml: not a regular file" in one_line(done), done.stderr
+    assert done.returncode == 2
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        ([], "sweep.py: error: the following arguments are required: spec"),
+        (["--id", str(10**30)], "sweep.py: error: --id 1000000000000000000000000000000"),
+        (["--workers", str(10**9)], "sweep.py: error: --workers must be in 1.."),
+        (["--workers", "0"], "sweep.py: error: --workers must be in 1.."),
+        (["/no/such/spec.yaml"], "sweep.py: error: spec: /no/such/spec.yaml: cannot read"),
+    ],
+)
+def test_sweep_errors_are_prog_error_lines_without_usage(tmp_path, argv, needle):
+    spec = tmp_path / "ok.yaml"
+    spec.write_text(f"outroot: {tmp_path / 'o'}\nfixed: {{model: rmc1, batches: 1}}\n")
+    words = [str(spec), *argv] if argv and argv[0].startswith("--") else argv
+    done = subprocess.run([*SWEEP, *words], capture_output=True, text=True, timeout=60)
+    assert one_line(done).startswith(needle), done.stderr
+    assert done.returncode == 2
+
+
+SLURM_CLUSTER = [sys.executable, str(ROOT / "scripts" / "slurm_cluster.py")]
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--cpus", "0"], "--cpus must be in 1.."),
+        (["--cpus", str(10**6)], "--cpus must be in 1.."),
+        (["--memory-mb", "1"], "--memory-mb must be in 64.."),
+        (["--memory-mb", str(10**15)], "--memory-mb must be in 64.."),
+        (["--bogus"], "unrecognized arguments: --bogus"),
+        (["--cpus", "x"], "argument --cpus: invalid int value: 'x'"),
+    ],
+)
+def test_slurm_cluster_errors_are_one_prog_error_line(argv, needle):
+    done = subprocess.run([*SLURM_CLUSTER, *argv], capture_output=True, text=True, timeout=60)
+    line = one_line(done)
+    assert line.startswith("slurm_cluster.py: error: ") and needle in line, line
+    assert done.returncode == 2
+
+
+OPTION_NAMES = [
+    *("model", "batches", "batch_size", "seed", "system", "fail_at", "functional", "rows"),
+    *("reuse", "zipf", "set.board.index_bytes", "set.board.cxl_mem.pmem.interleave"),
+    *("bogus", "outdir"),
+]
+SCALARS = st.one_of(
+    st.integers(-(2**66), 2**66),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.booleans(),
+    st.none(),
+    st.sampled_from(["rmc1", "rm9", "cxl", "1ms", "0B", "64B", "1e30s", ""]),
+    st.text(max_size=8),
+)
+VALUES_OR_LISTS = st.one_of(SCALARS, st.lists(SCALARS, max_size=3))
+
+
+@st.composite
+def spec_texts(draw) -> bytes:
+    """A spec document (fixed, axes, zip, slurm, outroot), then mutated as a file might
+    be: a key repeated, an anchor and aliases, a cut, a non-UTF-8 byte."""
+    fixed = draw(st.dictionaries(st.sampled_from(OPTION_NAMES), VALUES_OR_LISTS, max_size=3))
+    axes = draw(st.dictionaries(st.sampled_from(OPTION_NAMES), VALUES_OR_LISTS, max_size=2))
+    doc: dict = {"outroot": draw(st.one_of(st.just("out"), SCALARS)), "fixed": fixed, "axes": axes}
+    if draw(st.booleans()):
+        doc["slurm"] = draw(st.dictionaries(
+            st.sampled_from(["time", "cpus", "mem", "gpus", "qos", "nope"]), SCALARS, max_size=2
+        ))  # fmt: skip
+    if draw(st.booleans()):
+        doc["zip"] = [list(axes)] if axes else draw(SCALARS)
+    lines = yaml.safe_dump(doc, sort_keys=False).splitlines()
+    mutation = draw(st.sampled_from(["none", "repeat", "alias", "cut", "byte", "recursive"]))
+    if mutation == "repeat" and lines:
+        lines.insert(draw(st.integers(0, len(lines))), draw(st.sampled_from(lines)))
+    elif mutation == "alias":
+        lines = ["base: &base {model: rmc1}", *lines, "more: [*base, *base]"]
+    elif mutation == "recursive":
+        lines = ["fixed2: &r {a: *r}", *lines]
+    elif mutation == "cut" and lines:
+        text = "\n".join(lines)
+        return text[: draw(st.integers(0, len(text)))].encode()
+    data = "\n".join(lines).encode() + b"\n"
+    if mutation == "byte":
+        at = draw(st.integers(0, len(data)))
+        data = data[:at] + bytes([draw(st.integers(0x80, 0xFF))]) + data[at:]
+    return data
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+          HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(data=spec_texts())
+def test_any_spec_loads_or_is_refused_with_one_line(tmp_path_factory, data):
+    """No spec escapes as anything but a one-line SpecError (which the CLI prints as
+    ``sweep.py: error: spec: ...``), and loading one writes nothing and changes nothing."""
+    where = tmp_path_factory.mktemp("spec")
+    path = where / "spec.yaml"
+    path.write_bytes(data)
+    try:
+        sweep = load_sweep(path, outroot=str(where / "out"))
+    except UsageError as exc:
+        message = str(exc)
+        assert message.startswith("spec: ") and "\n" not in error_line("sweep.py", message)
+        event("refused")
+    else:
+        assert sweep.runs and all(run.options.outdir.startswith(str(where)) for run in sweep.runs)
+        event("accepted")
+    assert path.read_bytes() == data
+    assert sorted(p.name for p in where.iterdir()) == ["spec.yaml"]

@@ -346,7 +346,7 @@ def test_a_partition_the_cluster_lacks_is_one_line_and_exit_2(cluster, tmp_path)
     )
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        "sweep.py: --executor slurm: submission failed: sbatch: error: "
+        "sweep.py: error: --executor slurm: submission failed: sbatch: error: "
         "Batch job submission failed: Invalid partition name specified"
     ]
     assert not cluster.jobs()

@@ -73,7 +73,9 @@ def test_cli_reports_one_line_and_exit_2_before_any_run(tmp_path):
         timeout=60,
     )
     assert done.returncode == 2
-    assert done.stderr.strip().splitlines() == ["sweep.py: spec: axes.batch_size: empty axis"]
+    assert done.stderr.strip().splitlines() == [
+        "sweep.py: error: spec: axes.batch_size: empty axis"
+    ]
     assert not (tmp_path / "out").exists()
 
 

@@ -20,7 +20,7 @@ from components.compute.host import HostCpu
 from components.memory.base import MemoryDevice
 from components.persistence.image import ImageLayout
 from components.sim.engine import Engine
-from components.sim.params import Int
+from components.sim.params import ConfigError, Int
 from components.sim.schedule import Op, Scheduler, Stage
 from components.sim.simobject import SimObject
 
@@ -88,12 +88,26 @@ class TrainingBoard(SimObject):
         max_unique = min(spec.total_rows, batch_size * spec.num_tables * spec.lookups_per_table)
         layout = ImageLayout(spec.total_rows, spec.embedding_dim, spec.mlp_param_count, max_unique)
         object.__setattr__(self, "layout", layout)
+        self._check_index_width(spec)
         self.size_memories(layout)
+        for device in self.descendants():
+            if isinstance(device, MemoryDevice):
+                device.check_modules()
         for device in self.descendants():
             if isinstance(device, MemoryDevice):
                 device.bind(engine.event)
         for name in self.resources():
             scheduler.resource(name)
+
+    def _check_index_width(self, spec) -> None:
+        """An index of index_bytes must name every row of the largest table."""
+        rows = max(spec.rows_per_table)
+        if rows > 256**self.index_bytes:
+            raise ConfigError(
+                f"{self.path}.index_bytes: bad value {self.index_bytes}: {rows:,} rows in "
+                f"the largest table need at least {-(-(rows - 1).bit_length() // 8)} bytes "
+                "per index"
+            )
 
     def absorb(self, scheduler: Scheduler) -> None:
         """Copy what the flow network and the units saw into the components' stats."""

@@ -132,6 +132,10 @@ class MemStream:
 
 
 _NOTHING = np.empty(0, dtype=np.int64)
+MAX_MODULES_PER_CONTROLLER = 8
+"""Modules (DIMMs, drives) one controller may front: a DDR channel takes 2-3 DIMMs, an
+NVMe controller one drive; 8 is generous, and a tinier module_capacity would model
+thousands of modules (and their idle power) for tables of any size."""
 
 
 class WriteStream:
@@ -329,6 +333,22 @@ class MemoryDevice(SimObject):
         self._controllers()
 
     # ----- analytical figures ---------------------------------------------------
+    def check_modules(self) -> None:
+        """Refuse a module_capacity so small that holding ``capacity`` takes more than
+        MAX_MODULES_PER_CONTROLLER modules a controller (no channel takes that many)."""
+        needed = -(-self.capacity // self.module_capacity)
+        most = MAX_MODULES_PER_CONTROLLER * self.controllers
+        if needed > most:
+            raise ConfigError(
+                f"{self.path}.module_capacity: bad value {self._raw('module_capacity')!r}: "
+                f"holding {self.capacity:,} B (its tables and logs) takes {needed:,} modules, "
+                f"more than {MAX_MODULES_PER_CONTROLLER} per controller ({most}); "
+                "raise module_capacity or controllers"
+            )
+
+    def _raw(self, name: str):
+        return self._param_raw.get(name, getattr(type(self), name).default)
+
     @property
     def modules(self) -> int:
         """Modules installed: enough for the capacity, at least one per controller."""

@@ -44,8 +44,11 @@ class Dram(MemoryDevice):
         high=1024,  # state per controller; 1024 is far past any device (12 channels a socket)
     )
     interleave = MemorySize(
-        "64B", "channel interleave granularity", "gem5 configs/common/MemConfig.py: cache line"
-    )
+        "64B",
+        "channel interleave granularity",
+        "gem5 configs/common/MemConfig.py: cache line",
+        low="32B",
+    )  # low: below the smallest media access (32 B) one access spans channels
     access_unit = MemorySize("64B", "burst size (BL8 x 64 bit)", _DDR4, check=positive, low="32B")
     buffer_lines = Int(
         0,

@@ -29,8 +29,8 @@ class Pmem(MemoryDevice):
         4, "memory controllers / PMEM modules", "TrainingCXL CXL-MEM prototype", low=1, high=1024
     )  # high: state per controller; 1024 is far past any device (12 channels a socket)
     interleave = MemorySize(
-        "4KiB", "interleave granularity across modules", f"{_IZ} (4 KB across DIMMs)"
-    )
+        "4KiB", "interleave granularity across modules", f"{_IZ} (4 KB across DIMMs)", low="32B"
+    )  # low: below the smallest media access (32 B) one access spans modules
     access_unit = MemorySize(
         "256B", "XPLine: internal media access unit", _YANG, check=positive, low="32B"
     )

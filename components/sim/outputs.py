@@ -11,11 +11,13 @@ from __future__ import annotations
 import contextlib
 import csv
 import ctypes
+import errno
 import io
 import json
 import os
 import shutil
 import socket
+import stat
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -46,14 +48,50 @@ RUN_OUTPUTS = (
 STAGING = ".partial-"  # marks a staging directory: "<name>.partial-<host>-<pid>"
 
 
+class NotRegularFile(OSError):
+    """An output path that names something other than a regular file (a FIFO, a device
+    node, a socket, a directory): outputs replace regular files only, so that a typo
+    (``--png /dev/null``) never renames over a device, even as root."""
+
+    def __init__(self, path: Path, mode: int) -> None:
+        super().__init__(
+            errno.EEXIST, f"exists and is {_kind(mode)}, not a regular file", str(path)
+        )
+
+
+def _kind(mode: int) -> str:
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISSOCK, "a socket"))  # fmt: skip
+    return next((name for test, name in kinds if test(mode)), "a special file")
+
+
+def check_replaceable(path: Path) -> None:
+    """Raise NotRegularFile unless ``path`` is missing or a regular file (a symlink is
+    judged by what it points to: replacing it replaces the link, not its target)."""
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return  # missing (the caller's own checks name a missing folder)
+    except OSError:
+        mode = os.lstat(path).st_mode  # a link that cannot be followed (a loop)
+    if not stat.S_ISREG(mode):
+        raise NotRegularFile(path, mode)
+
+
 @contextlib.contextmanager
 def replacing_files(*paths: Path) -> Iterator[list[Path]]:
     """Temporary siblings to write, which replace ``paths`` only once all are fully
     written: Ctrl-C, a full disk or a failed write leave the previous files as they
-    were, never a mixture, and no temporary behind."""
+    were, never a mixture, and no temporary behind. Only regular files are replaced
+    (NotRegularFile, before anything is written)."""
+    for path in paths:
+        check_replaceable(path)
     temps = [path.with_name(f".{path.name}{STAGING}{_owner()}") for path in paths]
     try:
         yield temps
+        for path in paths:
+            check_replaceable(path)
         for temp, path in zip(temps, paths, strict=True):
             os.replace(temp, path)
     finally:
@@ -77,6 +115,7 @@ def replacing_dir(outdir: Path, owned: Iterable[str] | Callable[[str], bool]) ->
     """
     outdir = Path(outdir)
     is_owned = owned if callable(owned) else frozenset(owned).__contains__
+    _check_owned_entries(outdir, is_owned)
     swap = _swappable(outdir, is_owned)
     if swap:
         outdir.parent.mkdir(parents=True, exist_ok=True)
@@ -95,6 +134,16 @@ def replacing_dir(outdir: Path, owned: Iterable[str] | Callable[[str], bool]) ->
             _move_in(staging, outdir, is_owned)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _check_owned_entries(outdir: Path, is_owned: Callable[[str], bool]) -> None:
+    """The previous set's entries are regular files or directories: anything else under
+    an output's name (a FIFO called stats.txt) is refused, never replaced or removed."""
+    if not outdir.is_dir() or outdir.is_symlink():
+        return
+    for entry in outdir.iterdir():
+        if is_owned(entry.name) and not entry.is_dir():
+            check_replaceable(entry)
 
 
 def _owner() -> str:

@@ -129,6 +129,10 @@ class MemorySize(Param):
 
 class Power(Param):
     kind, unit = "power", "W"
+    physical = (None, "100kW")
+    """The largest power modelled is the GPU's 350 W board power; 100 kW is a whole
+    rack of such boards, so a component above it describes no hardware (and its
+    energy over a long run would be meaningless)."""
 
     def parse(self, raw):
         return units.parse_power(raw)
@@ -136,6 +140,9 @@ class Power(Param):
 
 class Energy(Param):
     kind, unit = "energy", "J"
+    physical = (None, "1uJ")
+    """Energies are per event: a byte, a bit, an operation. The largest modelled is an
+    SSD page's 20 nJ per byte; 1 uJ is 50x above it and 10^5 x above DRAM's 130 pJ."""
 
     def parse(self, raw):
         return units.parse_energy(raw)

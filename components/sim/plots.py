@@ -10,10 +10,9 @@ import csv
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import matplotlib
+from components.sim.mpl import pyplot
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+plt = pyplot()
 
 CATEGORY_COLORS = {
     "embedding": "#4c72b0",

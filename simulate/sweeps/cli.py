@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from pathlib import Path
 
+from components.sim.mpl import check_backend
 from simulate.options import UsageError
 from simulate.sweeps import collect
 from simulate.sweeps.slurm import sbatch_directives
@@ -46,6 +48,12 @@ def collect_command(
     root = Path(outroot)
     if not root.is_dir():
         raise UsageError(f"{root}: no such directory")
+    if args.out is not None:
+        check_out_prefix(args.out)
+    if args.png is not None and not args.png.strip():
+        raise UsageError("--png must not be empty")
+    if args.plot:
+        check_backend()
     rows = collect.gather(root, ids, args.stat)
     if not rows:
         print(f"collect: no complete runs under {root}", file=sys.stderr)
@@ -56,6 +64,21 @@ def collect_command(
         png = Path(args.png or root / f"{args.plot}-vs-{args.x}.png".replace("/", "_"))
         print(f"collect: plot -> {collect.plot(rows, args.plot, args.x, png)}")
     return 0
+
+
+def check_out_prefix(text: str) -> None:
+    """--out names files to write (PREFIX.csv, PREFIX.parquet): not empty, not a
+    directory (``/``, ``out/``), under a directory that exists or can be made."""
+    if not text.strip():
+        raise UsageError("--out must not be empty")
+    prefix = Path(text)
+    if text.endswith(("/", os.sep)) or prefix.is_dir() or prefix.name in ("", ".", ".."):
+        raise UsageError(
+            f"--out {text}: is a directory; give a file prefix, e.g. {text.rstrip('/')}/sweep"
+        )
+    ancestor = next((p for p in prefix.parents if p.exists()), Path("."))
+    if not ancestor.is_dir():
+        raise UsageError(f"--out {text}: {ancestor} is not a directory")
 
 
 def sbatch_script(sweep: Sweep, sweep_py: str, indices: list[int]) -> str:

@@ -7,6 +7,7 @@ running, or after it was killed, never picks up a half-written result.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -45,11 +46,35 @@ def _flat_results(results: dict[str, Any], taken: dict[str, Any]) -> dict[str, A
     return row
 
 
-def _read_json(path: Path) -> Any:
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not standard JSON")
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    """A complete run's JSON object; one damaged since (cut, not UTF-8, NaN, not an
+    object) is refused naming the file, as the simulator writes none of those."""
     try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as exc:  # a complete run's file, damaged since
+        data = json.loads(path.read_bytes().decode("utf-8"), parse_constant=_no_constant)
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not UTF-8 (byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
         raise UsageError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
+    except (ValueError, RecursionError) as exc:
+        raise UsageError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def _run_options(path: Path) -> dict[str, Any]:
+    """options.json's ``options``: a mapping, its ``sets`` a mapping, ``fail_at`` a list."""
+    options = _read_json(path).get("options")
+    shapes = {"sets": dict, "fail_at": list}
+    if not isinstance(options, dict) or any(
+        not isinstance(options.get(key, kind()), kind) for key, kind in shapes.items()
+    ):
+        raise UsageError(f"{path}: not a run's options (expected options with sets, fail_at)")
+    return options
 
 
 def gather(outroot: Path, ids: list[str] | None = None, stats: list[str] = ()) -> list[dict]:
@@ -61,7 +86,7 @@ def gather(outroot: Path, ids: list[str] | None = None, stats: list[str] = ()) -
         if not store.is_complete(outroot, identity):
             continue
         rundir = outroot / identity
-        row = {"id": identity} | _flat_options(_read_json(rundir / store.OPTIONS)["options"])
+        row = {"id": identity} | _flat_options(_run_options(rundir / store.OPTIONS))
         row |= _flat_results(_read_json(rundir / store.RESULTS), row)
         if stats:
             values = _read_json(rundir / "stats.json")
@@ -115,12 +140,25 @@ def _order_key(values: list[Any]):
     return str
 
 
+def _plotted(row: dict, metric: str) -> float:
+    """The metric as a finite number: text, a missing value or an infinity is refused."""
+    value = row.get(metric)
+    try:
+        number = float(value) if not isinstance(value, bool | str) else None
+    except (TypeError, ValueError):
+        number = None
+    if number is None or not math.isfinite(number):
+        raise UsageError(
+            f"collect: --plot {metric}: run {row.get('id')} has {value!r}, not a finite number"
+        )
+    return number
+
+
 def plot(rows: list[dict], metric: str, axis: str, path: Path) -> Path:
     """One line per system: metric (averaged over the other axes, e.g. seeds) vs axis."""
-    import matplotlib
+    from components.sim.mpl import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     for name in (metric, axis):
         if rows and name not in rows[0]:
@@ -128,7 +166,7 @@ def plot(rows: list[dict], metric: str, axis: str, path: Path) -> Path:
             raise UsageError(f"collect: {name!r} is not a column (columns: {known})")
     sums: dict[str, dict[Any, list[float]]] = defaultdict(lambda: defaultdict(list))
     for row in rows:
-        sums[row.get("system", "all")][row[axis]].append(float(row[metric]))
+        sums[row.get("system", "all")][row[axis]].append(_plotted(row, metric))
     xs = sorted({row[axis] for row in rows}, key=_order_key([row[axis] for row in rows]))
     positions = {x: i for i, x in enumerate(xs)}
     figure, ax = plt.subplots(figsize=(6, 4))

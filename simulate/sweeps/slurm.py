@@ -24,6 +24,15 @@ SUBMITIT_NAMES = {
 }
 DEFAULTS = {"time": 60, "cpus": 1, "mem": "4G"}
 SIGNAL_DELAY_S = 90
+MAX_MINUTES = 365 * 1440
+"""A year: SLURM's own limits are set per partition (MaxTime, typically hours to a few
+days); no run of this simulator needs a year, and a larger value is a typo."""
+MAX_COUNT = {"cpus": 4096, "gpus": 64, "array_parallelism": 100_000}
+"""Per-task CPUs and per-node GPUs beyond the largest nodes built (a few hundred cores,
+8-16 GPUs) with room to spare; array parallelism up to a grid's MAX_RUNS, times ten."""
+MAX_MEM_MIB = 64 * 2**20
+"""64 TiB per task: beyond the largest single nodes (a few TiB)."""
+_MIB = {"K": 2**-10, "M": 1, "G": 2**10, "T": 2**20}
 
 
 def _error(key: str, message: str) -> UsageError:
@@ -31,6 +40,13 @@ def _error(key: str, message: str) -> UsageError:
 
 
 def _minutes(value: Any) -> int:
+    total = _parse_minutes(value)
+    if total > MAX_MINUTES:
+        raise _error("time", f"must be at most {MAX_MINUTES} minutes (a year), got {value!r}")
+    return total
+
+
+def _parse_minutes(value: Any) -> int:
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
         return value
     match = _TIME.match(str(value)) if isinstance(value, str) else None
@@ -45,10 +61,12 @@ def _minutes(value: Any) -> int:
 
 def _memory(value: Any) -> str:
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return f"{value}G"
+        value = f"{value}G"
     match = _MEM.match(value.strip()) if isinstance(value, str) else None
     if not match or int(match.group(1)) < 1:
         raise _error("mem", f"expected a size such as 16G or 512M, got {value!r}")
+    if int(match.group(1)) * _MIB[match.group(2).upper()] > MAX_MEM_MIB:
+        raise _error("mem", f"must be at most 64T, got {value!r}")
     return f"{match.group(1)}{match.group(2).upper()}"
 
 
@@ -67,6 +85,8 @@ def parse_slurm(section: Any) -> dict[str, Any]:
         elif key in COUNT_KEYS:
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise _error(key, f"expected a count, got {value!r}")
+            if value > MAX_COUNT[key]:
+                raise _error(key, f"must be at most {MAX_COUNT[key]}, got {value!r}")
             resources[key] = value
         elif key in TEXT_KEYS:
             if not isinstance(value, str) or not value.strip():

@@ -26,6 +26,7 @@ from simulate.options import (
     add_run_options,
     options_from_args,
 )
+from simulate.sweeps import specfile
 from simulate.sweeps.runid import run_id
 from simulate.sweeps.slurm import parse_slurm
 from workloads.models import get_model
@@ -76,14 +77,13 @@ def _option_flags() -> dict[str, argparse.Action]:
 
 def _read_document(path: Path) -> dict[str, Any]:
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise SpecError(str(path), f"cannot read: {exc.strerror}") from None
+        text = specfile.read_text(path)
+    except specfile.SpecFileError as exc:
+        raise SpecError(str(path), str(exc)) from None
     try:
-        if path.suffix == ".toml":
-            data = tomllib.loads(text)
-        else:
-            data = yaml.safe_load(text)
+        data = specfile.parse(path, text)
+    except RecursionError:
+        raise SpecError(str(path), "nested too deeply") from None
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(str(path), f"bad TOML: {exc}") from None
     except yaml.YAMLError as exc:
