@@ -33,7 +33,11 @@ from simulate.startup import quiet_interrupts  # noqa: E402
 quiet_interrupts("compare_backends.py")
 
 from simulate.cli import QuietParser, UsageError, die_with_parent, run_main  # noqa: E402
-from simulate.options import add_run_options, options_from_args  # noqa: E402
+from simulate.options import (  # noqa: E402
+    SAMPLED_OR_SOFTWARE_FT,
+    add_run_options,
+    options_from_args,
+)
 
 PROG = "compare_backends.py"
 GEM5_SIDE = "--gem5-side"  # internal: argv[1] under gem5.opt, then a JSON path, a sample
@@ -41,13 +45,7 @@ NO_XPBUFFER = "--no-xpbuffer"
 SAMPLE = "--gem5-sample"
 LOW, HIGH = 0.85, 1.15
 UNUSED = ("--outdir", "--functional", "--fail-at", "--fail-random", "--pmem-image")
-UNUSED += (
-    "--sample",
-    "--checkpoint",
-    "--quantize",
-    "--mtbf",
-    "--ckpt-interval",
-)  # paper protocols, every batch
+UNUSED += SAMPLED_OR_SOFTWARE_FT
 UNUSED += ("--halt-on-failure", "--plot")  # per-op durations of plain runs, in a temp dir
 
 

@@ -34,19 +34,17 @@ from components.persistence.image import OPTIMIZERS  # noqa: E402
 from simulate.cli import QuietParser, UsageError, run_main  # noqa: E402
 from simulate.crashcheck import CheckSettings, crashcheck  # noqa: E402
 from simulate.job import validate  # noqa: E402
-from simulate.options import add_run_options, options_from_args  # noqa: E402
+from simulate.options import (  # noqa: E402
+    SAMPLED_OR_SOFTWARE_FT,
+    add_run_options,
+    options_from_args,
+)
 from simulate.preflight import check_crashcheck  # noqa: E402
 
 PROG = "crashcheck.py"
 UNUSED = ("--outdir", "--functional", "--fail-at", "--fail-random", "--pmem-image")
 UNUSED += ("--halt-on-failure", "--plot")  # a crash check writes no outputs, cuts every state
-UNUSED += (
-    "--sample",
-    "--checkpoint",
-    "--quantize",
-    "--mtbf",
-    "--ckpt-interval",
-)  # paper protocols, every batch
+UNUSED += SAMPLED_OR_SOFTWARE_FT
 DEFAULTS = CheckSettings()
 
 

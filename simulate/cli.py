@@ -149,6 +149,24 @@ def run_main(prog: str, main: Callable[[], int]) -> int:
             return _stop(prog, "interrupted", EXIT_INTERRUPTED)
         except Terminated:
             return _stop(prog, "terminated", EXIT_TERMINATED)
+        except SystemError as exc:  # a stop raised inside a compiled kernel's call
+            stop = _stop_within(exc)
+            if stop is None:
+                raise
+            if isinstance(stop, KeyboardInterrupt):
+                return _stop(prog, "interrupted", EXIT_INTERRUPTED)
+            return _stop(prog, "terminated", EXIT_TERMINATED)
+
+
+def _stop_within(exc: BaseException) -> BaseException | None:
+    """The KeyboardInterrupt or Terminated a signal raised while numba's dispatcher ran
+    (it reports the pending exception as a SystemError chained to it), if any."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, KeyboardInterrupt | Terminated):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def _fail(prog: str, message: object, status: int) -> int:

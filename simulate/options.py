@@ -46,6 +46,8 @@ class QuietParser(argparse.ArgumentParser):
 
 SYSTEMS = ("ssd", "pmem", "pcie", "cxl-d", "cxl-b", "cxl", "dram")
 CHECKPOINTS = ("paper", "cpr", "check-n-run", "none")
+# run options a tool that replays every batch of the paper's protocols does not take
+SAMPLED_OR_SOFTWARE_FT = ("--sample", "--checkpoint", "--quantize", "--mtbf", "--ckpt-interval")
 QUANTIZE = ("none", "8", "4")
 MAX_SEED = 2**32 - 1  # numpy's conventional 32-bit seed range; negative seeds are refused
 MAX_FAILURES_PER_BATCH = 8

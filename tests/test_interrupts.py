@@ -182,3 +182,29 @@ def test_ctrl_c_while_importing_is_one_line(tmp_path, script):
         cwd=tmp_path,
     )
     assert (done.returncode, done.stderr) == (130, f"{script.name}: interrupted\n")
+
+
+@pytest.mark.parametrize(
+    ("stop", "status", "line"),
+    [(KeyboardInterrupt, 130, "interrupted"), (cli.Terminated, 143, "terminated")],
+)
+def test_a_stop_inside_a_compiled_kernel_is_one_line(capsys, stop, status, line):
+    """numba's dispatcher reports a signal's exception, raised while it ran, as a
+    SystemError chained to it (the flaky Ctrl-C traceback of compare_backends)."""
+
+    def main() -> int:
+        try:
+            raise stop()
+        except stop as pending:
+            raise SystemError("CPUDispatcher returned a result with an exception set") from pending
+
+    assert cli.run_main("prog", main) == status
+    assert capsys.readouterr().err.strip().splitlines() == [f"prog: {line}"]
+
+
+def test_other_system_errors_are_not_taken_for_stops():
+    def main() -> int:
+        raise SystemError("a real bug")
+
+    with pytest.raises(SystemError, match="a real bug"):
+        cli.run_main("prog", main)
