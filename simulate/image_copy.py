@@ -55,6 +55,10 @@ def working_image(options: RunOptions) -> Iterator[RunOptions]:
         yield replace(options, pmem_image=str(working))
         check_replaceable(image)
         os.replace(working, image)
+    except Exception as exc:  # the error line names the user's image, not the copy
+        if exc.args and isinstance(exc.args[0], str) and str(working) in exc.args[0]:
+            exc.args = (exc.args[0].replace(str(working), str(image)), *exc.args[1:])
+        raise
     finally:
         working.unlink(missing_ok=True)
 

@@ -29,8 +29,9 @@ from workloads.models import FLOAT_BYTES, ModelSpec
 MEMORY_LIMIT_ENV = "TRAININGCXL_MEMORY_LIMIT"
 """Overrides the memory a run may use (e.g. "8GiB"), instead of what the machine has free."""
 
-INTERPRETER_BYTES = 64 * 2**20
-"""Python, numpy, SimPy and the simulator's modules: measured 45 MB peak for a
+INTERPRETER_BYTES = 200 * 2**20
+"""Python, numpy, SimPy, numba with the compiled stream kernels (115 MiB of it: LLVM
+and the cached machine code) and the simulator's modules: measured 186 MiB peak for a
 3-batch RM3 run, whose batches are small (bench_preflight.py)."""
 BYTES_PER_LOOKUP = 320
 """Inputs and memory timing of one batch in flight, per embedding lookup: measured
