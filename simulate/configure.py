@@ -74,7 +74,9 @@ def software_policy(options: RunOptions) -> SoftwareCheckpoint:
     """The --checkpoint policy with --mtbf, --ckpt-interval and --quantize applied."""
     if options.system not in SOFTWARE_FT_SYSTEMS:
         raise UsageError(
-            f"--checkpoint {options.checkpoint} needs a host system, not {options.system}"
+            f"--checkpoint {options.checkpoint} saves host-resident tables: use --system "
+            f"{', '.join(SOFTWARE_FT_SYSTEMS)} ({options.system} keeps its tables on a device "
+            "with its own protocol)"
         )
     policy = POLICIES[options.checkpoint]()
     if options.mtbf is not None:

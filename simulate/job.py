@@ -91,7 +91,7 @@ def _run_job(options: RunOptions, working: RunOptions) -> dict[str, Any]:
     rows = global_rows(sim_ticks, time.monotonic() - started, _peak_memory())
     rows += board.stat_rows()
     rows += resource_rows(scheduler.network.use, sim_ticks)
-    config = {"options": _options_dict(options, spec, batch_size), "board": board.config()}
+    config = {"options": options_dict(options, spec, batch_size), "board": board.config()}
     plots = (lambda staging: plot_run(staging, results)) if options.plot else None
     write_outdir(Path(options.outdir), rows, config, results, scheduler.records, plots)
     return results
@@ -241,7 +241,8 @@ def _peak_memory() -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
-def _options_dict(options: RunOptions, spec: ModelSpec, batch_size: int) -> dict[str, Any]:
+def options_dict(options: RunOptions, spec: ModelSpec, batch_size: int) -> dict[str, Any]:
+    """config.json's ``options``: the run's options as resolved."""
     data = dict(vars(options))
     board, custom = data.pop("board"), data.pop("spec")
     if board is not None:  # config.json's board tree has its parameters

@@ -30,7 +30,7 @@ from components.sim.schedule import Scheduler
 from components.sim.units import ticks_to_ms
 from simulate.configure import batch_size_of, connected_board, input_generator, resolve_spec
 from simulate.host import drive_batches
-from simulate.job import BREAKDOWN, batch_windows
+from simulate.job import BREAKDOWN, batch_windows, options_dict
 from simulate.options import RunOptions, SamplePlan
 from workloads.opgraph import build_demand
 
@@ -90,7 +90,7 @@ def run_sampled(options: RunOptions, plan: SamplePlan) -> dict[str, Any]:
         phases.append((first, state.get("started")))
         batches = range(first, start + plan.units + 1)
         ends = drive_batches(engine, board, spec, generator, batches)
-        windows, paths = _windows(scheduler, ends)
+        windows, paths, _ = batch_windows(scheduler, ends)
         keep = slice(plan.warmup, plan.warmup + plan.units)
         measured.append(float(np.mean(windows[keep])))
         breakdowns.append(
@@ -107,9 +107,10 @@ def run_sampled(options: RunOptions, plan: SamplePlan) -> dict[str, Any]:
     results = _results(options, spec.name, batch_size, plan, measured, breakdowns, warnings)
     board, scheduler, ticks = first_unit
     rows = global_rows(ticks, time.monotonic() - started, 0) + _stat_rows(results)
-    config = {"options": {**vars(options), "board": None, "spec": None, "sample": vars(plan)}}
-    config["options"]["sets"] = [f"{p}={v}" for p, v in options.sets]
-    config["board"] = board.config()
+    config = {
+        "options": {**options_dict(options, spec, batch_size), "sample": vars(plan)},
+        "board": board.config(),
+    }
     write_outdir(Path(options.outdir), rows, config, results, scheduler.records, None)
     return results
 
@@ -124,11 +125,6 @@ def _warm_skipped(board, spec, generator, skipped: range) -> None:
         batch = generator.batch(n)
         board.warm(build_demand(spec, batch, n, previous))
         previous = batch
-
-
-def _windows(scheduler: Scheduler, ends: list) -> tuple[np.ndarray, list[dict]]:
-    windows, paths, _ = batch_windows(scheduler, ends)
-    return np.array(windows, dtype=np.float64), paths
 
 
 def _rates(before: dict, after: dict, rates: dict) -> dict:
