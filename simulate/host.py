@@ -49,7 +49,7 @@ def drive_batches(
             batch = generator.batch(n)
             if trainer is not None:
                 trainer.step(batch)
-            demand = build_demand(spec, batch, n, previous, previous_rows)
+            demand = build_demand(spec, batch, n, previous, previous_rows, gpus=board.gpu_count)
             previous_rows = demand.lookup.unique_rows
             ops = board.issue_batch(demand)
             ends.append(ops.end)

@@ -58,6 +58,30 @@ class BatchDemand:
     top_param_bytes: int
     batch: int
     batch_size: int
+    gpu_kernels: tuple[dict[str, list[Kernel]], ...] = ()
+    """Data-parallel runs: each GPU's kernels for its share of the samples (empty: one
+    GPU runs ``kernels``)."""
+
+    @property
+    def gpu_batch_sizes(self) -> list[int]:
+        """Samples per GPU: the batch split as evenly as it goes."""
+        return split_samples(self.batch_size, max(len(self.gpu_kernels), 1))
+
+
+def split_samples(batch_size: int, gpus: int) -> list[int]:
+    """A global batch over ``gpus`` replicas, the first ``batch_size % gpus`` one larger."""
+    return [batch_size // gpus + (g < batch_size % gpus) for g in range(gpus)]
+
+
+def batch_kernels(spec: ModelSpec, b: int) -> dict[str, list[Kernel]]:
+    """The GPU kernels of one step over ``b`` samples."""
+    inter_fwd, inter_bwd = _interaction(spec, b)
+    return {
+        "bottom_fwd": _fwd("bottom_fc", spec.bottom_mlp, b),
+        "interaction_top_fwd": [inter_fwd, *_fwd("top_fc", spec.top_widths, b)],
+        "top_bwd_interaction": [*_bwd("top_fc", spec.top_widths, b, True), inter_bwd],
+        "bottom_bwd": [*_bwd("bottom_fc", spec.bottom_mlp, b, False), _optimizer_step(spec)],
+    }
 
 
 def gemm(name: str, m: int, n: int, k: int) -> Kernel:
@@ -122,18 +146,17 @@ def build_demand(
     batch_index: int,
     previous_batch: Batch | None,
     previous_rows: np.ndarray | None = None,
+    gpus: int = 1,
 ) -> BatchDemand:
     """What batch batch_index asks of the GPU and of the embedding store.
     ``previous_rows``: the previous batch's sorted unique rows where the caller has
-    them already (its demand's), so they are not found again."""
+    them already (its demand's), so they are not found again; ``gpus``: data-parallel
+    replicas, each given its share of the samples."""
     b = batch.batch_size
-    inter_fwd, inter_bwd = _interaction(spec, b)
-    kernels = {
-        "bottom_fwd": _fwd("bottom_fc", spec.bottom_mlp, b),
-        "interaction_top_fwd": [inter_fwd, *_fwd("top_fc", spec.top_widths, b)],
-        "top_bwd_interaction": [*_bwd("top_fc", spec.top_widths, b, True), inter_bwd],
-        "bottom_bwd": [*_bwd("bottom_fc", spec.bottom_mlp, b, False), _optimizer_step(spec)],
-    }
+    kernels = batch_kernels(spec, b)
+    gpu_kernels = ()
+    if gpus > 1:
+        gpu_kernels = tuple(batch_kernels(spec, share) for share in split_samples(b, gpus))
     rows = batch.global_rows(spec.table_offsets)
     unique, counts = unique_counts(rows)
     reused, prev, slot, shared = 0, None, None, None
@@ -167,4 +190,5 @@ def build_demand(
         top_param_bytes=spec.top_param_count * FLOAT_BYTES,
         batch=batch_index,
         batch_size=b,
+        gpu_kernels=gpu_kernels,
     )

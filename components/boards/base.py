@@ -78,15 +78,20 @@ class TrainingBoard(SimObject):
         )
 
     # ----- wiring ---------------------------------------------------------------
-    def connect(self, engine: Engine, scheduler: Scheduler, spec, batch_size: int) -> None:
+    def connect(
+        self, engine: Engine, scheduler: Scheduler, spec, batch_size: int,
+        mlp_count: int | None = None,
+    ) -> None:  # fmt: skip
         """Attach to an engine and lay out the model's tables and logs (the persistence
-        image's layout: timing and recovery see the same addresses)."""
+        image's layout: timing and recovery see the same addresses). ``mlp_count``: the
+        MLP parameters this board logs (None: all of them; a shard logs its stripe)."""
         object.__setattr__(self, "engine", engine)
         object.__setattr__(self, "scheduler", scheduler)
         object.__setattr__(self, "spec", spec)
         object.__setattr__(self, "_history", [])
         max_unique = min(spec.total_rows, batch_size * spec.num_tables * spec.lookups_per_table)
-        layout = ImageLayout(spec.total_rows, spec.embedding_dim, spec.mlp_param_count, max_unique)
+        mlp_count = spec.mlp_param_count if mlp_count is None else mlp_count
+        layout = ImageLayout(spec.total_rows, spec.embedding_dim, mlp_count, max_unique)
         object.__setattr__(self, "layout", layout)
         self._check_index_width(spec)
         self.size_memories(layout)
@@ -122,7 +127,12 @@ class TrainingBoard(SimObject):
         device.capacity = f"{layout.size}B"
 
     def resources(self) -> tuple[str, ...]:
-        return ("gpu", self.embedding_resource, self.to_gpu_resource, self.to_mem_resource)
+        return (
+            self.gpu_resource,
+            self.embedding_resource,
+            self.to_gpu_resource,
+            self.to_mem_resource,
+        )
 
     # ----- the batch skeleton ---------------------------------------------------------
     def issue_batch(self, demand) -> BatchOps:
@@ -152,7 +162,7 @@ class TrainingBoard(SimObject):
             "bottom_fwd",
             "bottom_mlp",
             n,
-            "gpu",
+            self.gpu_resource,
             lambda now: self.gpu.run(kernels["bottom_fwd"]),
             deps=bottom_deps,
         )
@@ -179,7 +189,7 @@ class TrainingBoard(SimObject):
             "interaction_top",
             "top_mlp",
             n,
-            "gpu",
+            self.gpu_resource,
             lambda now: self.gpu.run(top_kernels),
             deps=[bottom, to_gpu],
         )
@@ -196,7 +206,7 @@ class TrainingBoard(SimObject):
             "bottom_bwd",
             "bottom_mlp",
             n,
-            "gpu",
+            self.gpu_resource,
             lambda now: self.gpu.run(kernels["bottom_bwd"]),
             deps=[top, *self.mlp_update_deps(ops, prev)],
         )
@@ -218,6 +228,8 @@ class TrainingBoard(SimObject):
         return ops
 
     # ----- template methods: placement and data movement ------------------------------
+    gpu_count = 1  # data-parallel replicas (components/boards/disaggregated.py has more)
+    gpu_resource = "gpu"  # the GPU's command stream
     embedding_resource = "embedding"
     to_gpu_resource = "link_to_gpu"
     to_mem_resource = "link_to_mem"

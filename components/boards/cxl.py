@@ -253,8 +253,8 @@ class CxlBoard(CxlBBoard):
             | {"completed": None, "logged": 0, "slices": 0},
         )
 
-    def connect(self, engine, scheduler, spec, batch_size: int) -> None:
-        super().connect(engine, scheduler, spec, batch_size)
+    def connect(self, engine, scheduler, spec, batch_size: int, **kw) -> None:
+        super().connect(engine, scheduler, spec, batch_size, **kw)
         self.gpu.check_fits(2 * spec.mlp_param_bytes, "the MLPs and their log snapshot")
 
     lookup_resource = CxlBBoard.embedding_resource  # relaxed: ahead of the update, no RAW
@@ -362,7 +362,7 @@ class CxlBoard(CxlBBoard):
                 "mlp_snapshot",
                 "checkpoint",
                 ops_batch,
-                "gpu",
+                self.gpu_resource,
                 lambda now: self.gpu.run([copy]),
                 deps=[prev.bottom_bwd] if prev else [],
             )

@@ -1,0 +1,356 @@
+"""N CXL-GPUs and M CXL-MEMs behind a switch tree: sharded tables, data-parallel MLPs.
+
+Each CXL-MEM runs its system's protocol on its own shard of the tables: a *shard* is
+the system's own single-device board (CXL-D, CXL-B or CXL) bound to one CXL-MEM, its
+units renamed per device, its paths routed through the fabric, its ordering rules
+(RAW gates, relaxed corrections, undo logs, MLP-log slices) unchanged. This board owns
+what is shared: the GPUs, the switches and links, and the batch skeleton that joins
+them. Per batch:
+
+- every GPU runs bottom MLP, interaction + top MLP and backward on its share of the
+  samples (strong scaling; the global batch stays the model's);
+- every CXL-MEM looks up its tables for all samples; its DCOH flushes each GPU's
+  pooled vectors to that GPU (an all-to-all through the tree), and each GPU's DCOH
+  flushes the bag gradients back to every CXL-MEM;
+- the GPUs all-reduce the MLP gradients with a ring over the fabric (peer-to-peer
+  CXL.mem writes, CXL 3.x): 2(G-1) steps of 1/G of the bytes each, the bandwidth-optimal
+  schedule (Patarasuk & Yuan, JPDC 2009) that NCCL uses within a node, then each GPU
+  applies the update;
+- the MLP log is striped: CXL-MEM m logs 1/M of the parameters (pulled from GPU m mod G),
+  so the log's PMEM writes and link bytes divide over the devices, and the GPUs'
+  update waits for every stripe (the parameters before the update are durable).
+
+Every flow crosses the links and switch ports of its route in the flow network, so the
+all-to-all, the all-reduce and the logs share them. A failure model across devices is
+the next issue's (docs/topologies.md): failure runs are refused on this board.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+
+from components.boards.base import BatchOps, TrainingBoard, index_payload
+from components.boards.cxl import CxlDBoard
+from components.boards.sharding import TableSharding
+from components.compute.gpu import Gpu
+from components.interconnect.cxl import CxlLink, CxlSwitch, Type2Device, mem_write, mmio_write
+from components.interconnect.topology import Fabric, TopologySpec
+from components.memory.base import MAX_MODULES_PER_CONTROLLER
+from components.sim.params import ConfigError
+from components.sim.schedule import Op, Stage
+
+_SHARED = ("gpu", "host", "host_link", "cxl_switch", "cxl_gpu")  # the board's, not a shard's
+_UNITS = (
+    "embedding_resource",
+    "lookup_resource",
+    "checkpoint_resource",
+    "mlp_log_resource",
+    "to_gpu_resource",
+    "to_mem_resource",
+)
+
+
+class DisaggregatedBoard(TrainingBoard):
+    """A CXL system of ``topology.gpus`` GPUs and ``topology.mems`` CXL-MEMs."""
+
+    def __init__(self, shard_board: type[CxlDBoard], topology: TopologySpec, **overrides):
+        super().__init__(**overrides)
+        object.__setattr__(self, "system", shard_board.system)
+        object.__setattr__(self, "topology", topology)
+        del self._children["gpu"]
+        object.__delattr__(self, "gpu")
+        self.host_link = CxlLink()
+        switches = {}
+        for spec in topology.switches:
+            switch = CxlSwitch()
+            if spec.parent is not None:
+                switch.uplink = CxlLink()
+            setattr(self, spec.name, switch)
+            switches[spec.name] = switch
+        links = {"host": self.host_link}
+        gpus, devices = [], []
+        for g in range(topology.gpus):
+            setattr(self, f"gpu{g}", Gpu())
+            setattr(self, f"cxl_gpu{g}", Type2Device())
+            gpus.append(getattr(self, f"gpu{g}"))
+            devices.append(getattr(self, f"cxl_gpu{g}"))
+            links[f"gpu{g}"] = devices[g].link
+        object.__setattr__(self, "gpus", gpus)
+        object.__setattr__(self, "cxl_gpus", devices)
+        shards = []
+        for m in range(topology.mems):
+            shard = shard_board()
+            setattr(self, f"shard{m}", shard)
+            links[f"mem{m}"] = shard.cxl_mem.link
+            shards.append(shard)
+        object.__setattr__(self, "shards", shards)
+        object.__setattr__(self, "fabric", Fabric(topology, links, switches))
+        for m, shard in enumerate(shards):
+            self._bind(m, shard)
+
+    def _bind(self, m: int, shard: CxlDBoard) -> None:
+        """Make a single-device board one shard: the board's GPU ``m mod G`` as its
+        GPU, its units named per device, its paths the fabric's."""
+        source = m % self.topology.gpus
+        for name in _SHARED:
+            shard._children.pop(name, None)
+        names = _board_stat_names()
+        object.__setattr__(shard, "_stats", [s for s in shard._stats if s.name not in names])
+        object.__setattr__(shard, "gpu", self.gpus[source])
+        object.__setattr__(shard, "cxl_gpu", self.cxl_gpus[source])
+        object.__setattr__(shard, "gpu_resource", f"gpu{source}")
+        for attr in _UNITS:
+            if isinstance(getattr(type(shard), attr), property):
+                continue  # derived from the others
+            unit = getattr(shard, attr).replace("cxl_mem.", f"cxl_mem{m}.")
+            object.__setattr__(shard, attr, unit.replace("cxl_gpu.", f"cxl_gpu{source}."))
+        ends = {"host": "host", "gpu": f"gpu{source}", "mem": f"mem{m}"}
+        object.__setattr__(
+            shard, "cxl_path", lambda a, b: self.fabric.path(ends.get(a, a), ends.get(b, b))
+        )
+
+    @property
+    def gpu_count(self) -> int:
+        return self.topology.gpus
+
+    # ----- wiring -------------------------------------------------------------------------
+    def connect(self, engine, scheduler, spec, batch_size: int, mlp_count=None) -> None:
+        """Place the tables, then connect every shard to its part of the model."""
+        object.__setattr__(self, "engine", engine)
+        object.__setattr__(self, "scheduler", scheduler)
+        object.__setattr__(self, "spec", spec)
+        object.__setattr__(self, "_history", [])
+        self._check_index_width(spec)
+        if batch_size < self.gpu_count:
+            raise ConfigError(
+                f"topology: {self.gpu_count} GPUs for a batch of {batch_size} samples; "
+                "each GPU needs at least one"
+            )
+        pmem = self.shards[0].pmem
+        most = pmem.controllers * MAX_MODULES_PER_CONTROLLER * pmem.module_capacity
+        sharding = TableSharding.balanced(
+            spec.rows_per_table, spec.row_bytes, len(self.shards), device_bytes=most
+        )
+        object.__setattr__(self, "sharding", sharding)
+        count, stripes = spec.mlp_param_count, len(self.shards)
+        for m, shard in enumerate(self.shards):
+            rows = sharding.shard_rows(m)
+            part = dataclasses.replace(
+                spec, num_tables=len(rows), rows_per_table=rows, uncapped_rows=None
+            )
+            stripe = count // stripes + (m < count % stripes)
+            shard.connect(engine, scheduler, part, batch_size, mlp_count=max(stripe, 1))
+        for gpu in self.gpus:
+            gpu.check_fits(2 * spec.mlp_param_bytes, "the MLPs and their log snapshot")
+        for g in range(self.gpu_count):
+            scheduler.resource(f"gpu{g}")
+            scheduler.resource(f"cxl_gpu{g}.dcoh")
+
+    def table_memory(self):
+        raise ConfigError("a disaggregated board has no single table memory")
+
+    def size_memories(self, layout) -> None:
+        """Each shard sizes its own CXL-MEM when it connects."""
+
+    def resources(self) -> tuple[str, ...]:
+        return ()
+
+    # ----- the batch skeleton ------------------------------------------------------------
+    def issue_batch(self, demand) -> BatchOps:
+        s, n = self.scheduler, demand.batch
+        prev = self._history[-1] if self._history else None
+        self._sample_reuse(demand, prev)
+        sizes = demand.gpu_batch_sizes if self.gpu_count > 1 else [demand.batch_size]
+        kernels = list(demand.gpu_kernels) or [demand.kernels]
+        parts = self.sharding.split(demand, sizes, prev.extra["demands"] if prev else None)
+        parts = [
+            dataclasses.replace(
+                part,
+                kernels=kernels[m % self.gpu_count],
+                mlp_param_bytes=4 * shard.layout.mlp_count,
+            )
+            for m, (part, shard) in enumerate(zip(parts, self.shards, strict=True))
+        ]
+        before = [shard._history[-1] if shard._history else None for shard in self.shards]
+        gate = [op for m, sh in enumerate(self.shards) for op in sh.next_batch_gate(before[m])]
+        gate = list(dict.fromkeys(gate))
+
+        bottoms = []
+        for g, gpu in enumerate(self.gpus):
+            deps = list(gate) + ([prev.extra["mlp_updates"][g]] if prev else [])
+            for m, shard in enumerate(self.shards):
+                if m % self.gpu_count == g:
+                    deps += shard.bottom_deps(n, parts[m], before[m])
+            bottoms.append(
+                self._gpu_op("bottom_fwd", "bottom_mlp", n, g, kernels[g]["bottom_fwd"], deps)
+            )
+
+        lookups, to_gpus, shard_ops = [], [], []
+        for m, shard in enumerate(self.shards):
+            part = parts[m]
+            indices = s.op(
+                "indices", "transfer", n, shard.indices_resource,
+                lambda now, shard=shard, part=part: self._send_indices(shard, part), deps=gate,
+            )  # fmt: skip
+            lookup = s.op(
+                "lookup", "embedding", n, shard.lookup_resource,
+                lambda now, shard=shard, part=part: shard.lookup(part),
+                deps=[indices, *shard.lookup_deps(before[m])],
+                start_with=shard.lookup_start(before[m]),
+            )  # fmt: skip
+            ready = shard.pooled_ready(part, lookup, before[m])
+            to_gpu = s.op(
+                "pooled_to_gpu", "transfer", n, shard.to_gpu_resource,
+                lambda now, m=m: self._all_to_gpus(m, sizes), deps=[ready],
+            )  # fmt: skip
+            lookups.append(lookup)
+            to_gpus.append(to_gpu)
+
+        tops, grads = [], []
+        for g in range(self.gpu_count):
+            top_kernels = kernels[g]["interaction_top_fwd"] + kernels[g]["top_bwd_interaction"]
+            top = self._gpu_op(
+                "interaction_top", "top_mlp", n, g, top_kernels, [bottoms[g], *to_gpus]
+            )
+            tops.append(top)
+            grads.append(
+                s.op(
+                    "grads_to_mem",
+                    "transfer",
+                    n,
+                    f"cxl_gpu{g}.dcoh",
+                    lambda now, g=g: self._all_to_mems(g, sizes[g]),
+                    deps=[top],
+                )  # fmt: skip
+            )
+        arrived = grads[0] if len(grads) == 1 else s.op(
+            "grads_joined", "idle", n, None, lambda now: 0, deps=grads
+        )  # fmt: skip
+
+        mlp_deps = []
+        for m, shard in enumerate(self.shards):
+            g = m % self.gpu_count
+            ops = BatchOps(
+                n, parts[m], lookups[m], [bottoms[g], to_gpus[m]], tops[g], grads=arrived
+            )
+            shard_ops.append(ops)
+            mlp_deps += shard.mlp_update_deps(ops, before[m])
+        updates_mlp = self._mlp_update(n, kernels, tops, mlp_deps, demand.mlp_param_bytes)
+        closing = list(updates_mlp)
+        for m, shard in enumerate(self.shards):
+            ops = shard_ops[m]
+            ops.bottom_bwd = updates_mlp[m % self.gpu_count]
+            ops.update = s.op(
+                "update", "embedding", n, shard.embedding_resource,
+                lambda now, shard=shard, part=parts[m]: shard.update(part),
+                deps=[arrived, *shard.update_deps(ops, before[m])],
+            )  # fmt: skip
+            closing += [ops.update, *shard.checkpoint(ops, before[m])]
+        end = s.op("batch_end", "idle", n, None, lambda now: 0, deps=closing)
+        for shard, ops in zip(self.shards, shard_ops, strict=True):
+            ops.end = end
+            shard._history.append(ops)
+            if len(shard._history) > 3:
+                shard._history.pop(0)
+        joined = lookups[0] if len(lookups) == 1 else s.op(
+            "lookups_joined", "idle", n, None, lambda now: 0, deps=lookups
+        )  # fmt: skip
+        ops = BatchOps(n, demand, joined, bottoms + to_gpus, tops[0], updates_mlp[0], None, end)
+        ops.extra.update(demands=parts, mlp_updates=updates_mlp)
+        self._history = self._history[-2:] + [ops]
+        return ops
+
+    def _sample_reuse(self, demand, prev) -> None:
+        self.lookupsPerBatch.sample(demand.lookup.lookups)
+        lookups = max(int(demand.lookup.lookups), 1)
+        self.intraBatchReuse.sample(1 - len(demand.lookup.unique_rows) / lookups)
+        if prev is not None:
+            self.uniqueRows.sample(len(demand.lookup.unique_rows))
+            self.reusedRows.sample(demand.lookup.reused_rows)
+
+    def _gpu_op(self, name, category, n, g, kernels, deps) -> Op:
+        gpu = self.gpus[g]
+        return self.scheduler.op(
+            name, category, n, f"gpu{g}", lambda now: gpu.run(kernels), deps=deps
+        )
+
+    def _mlp_update(self, n, kernels, tops, mlp_deps, nbytes) -> list[Op]:
+        """Backward, the all-reduce and the optimizer step; the step waits for the MLP
+        log's stripes. One GPU: backward and step in one op, as a single device runs."""
+        if self.gpu_count == 1:
+            return [
+                self._gpu_op(
+                    "bottom_bwd", "bottom_mlp", n, 0, kernels[0]["bottom_bwd"], [tops[0], *mlp_deps]
+                )
+            ]
+        backward = [
+            self._gpu_op("bottom_bwd", "bottom_mlp", n, g, kernels[g]["bottom_bwd"][:-1], [tops[g]])
+            for g in range(self.gpu_count)
+        ]
+        reduce = self.scheduler.op(
+            "allreduce", "allreduce", n, None, lambda now: self.allreduce(nbytes), deps=backward
+        )
+        return [
+            self._gpu_op(
+                "mlp_step", "bottom_mlp", n, g, kernels[g]["bottom_bwd"][-1:], [reduce, *mlp_deps]
+            )
+            for g in range(self.gpu_count)
+        ]
+
+    # ----- data movement -----------------------------------------------------------------
+    def _send_indices(self, shard, part) -> Stage:
+        """The host writes a CXL-MEM its tables' indices over CXL.io (MMIO)."""
+        return mmio_write(shard.cxl_path("host", "mem"), index_payload(part, self.index_bytes))
+
+    def _all_to_gpus(self, m: int, sizes: list[int]) -> Stage:
+        """CXL-MEM m's DCOH flushes each GPU its samples' pooled vectors of m's tables."""
+        shard = self.shards[m]
+        per_sample = len(self.sharding.tables[m]) * self.spec.row_bytes
+        return merged(
+            shard.cxl_mem.dcoh.flush(self.fabric.path(f"mem{m}", f"gpu{g}"), size * per_sample)
+            for g, size in enumerate(sizes)
+        )
+
+    def _all_to_mems(self, g: int, samples: int) -> Stage:
+        """GPU g's DCOH flushes every CXL-MEM the bag gradients of its tables."""
+        dcoh = self.cxl_gpus[g].dcoh
+        return merged(
+            dcoh.flush(
+                self.fabric.path(f"gpu{g}", f"mem{m}"), samples * len(tables) * self.spec.row_bytes
+            )
+            for m, tables in enumerate(self.sharding.tables)
+        )
+
+    def allreduce(self, nbytes: int) -> Stage:
+        """Ring all-reduce of ``nbytes`` over the GPUs: each GPU writes 2(G-1) chunks of
+        nbytes/G to the next over the fabric (a flow per GPU, sharing every link it
+        crosses), and each of the 2(G-1) steps waits for its first line's round trip
+        (a step's chunk can only go once the previous step's has arrived)."""
+        count = self.gpu_count
+        chunk = math.ceil(nbytes / count)
+        stages, first = [], 0
+        for g in range(count):
+            path = self.fabric.path(f"gpu{g}", f"gpu{(g + 1) % count}")
+            window = self.cxl_gpus[g].dcoh.max_outstanding
+            stages.append(mem_write(path, 2 * (count - 1) * chunk, max_outstanding=window))
+            first = max(first, stages[-1].latency)
+        stage = merged(stages)
+        stage.latency = 2 * (count - 1) * first
+        return stage
+
+
+@functools.cache
+def _board_stat_names() -> frozenset[str]:
+    """The stats every board keeps of whole batches: the shared board's, not a shard's."""
+    return frozenset(stat.name for stat in TrainingBoard()._stats)
+
+
+def merged(stages) -> Stage:
+    """Stages that run together: all their flows, then the longest latency."""
+    stages = list(stages)
+    return Stage(
+        [flow for stage in stages for flow in stage.flows],
+        max((stage.latency for stage in stages), default=0),
+    )
