@@ -10,12 +10,13 @@ from __future__ import annotations
 import copy
 from dataclasses import replace
 
-from components.boards import build_board
+from components.boards import BOARDS, build_board
 from components.boards.base import TrainingBoard
+from components.boards.disaggregated import DisaggregatedBoard
 from components.boards.software_ft import POLICIES, SOFTWARE_FT_SYSTEMS, SoftwareCheckpoint
 from components.sim.engine import Engine
 from components.sim.schedule import Scheduler
-from simulate.options import SYSTEMS, RunOptions, UsageError
+from simulate.options import SYSTEMS, RunOptions, UsageError, resolve_topology
 from workloads.inputs import DEFAULT_ZIPF_EXPONENT, BatchSource, InputGenerator
 from workloads.models import DEFAULT_BATCH_SIZE, ModelSpec, get_model
 from workloads.traces import open_trace, trace_pooling
@@ -92,7 +93,10 @@ def fresh_board(options: RunOptions) -> TrainingBoard:
     """The CLI's board for the system, or a copy of the one built in Python: every
     simulation of a run (a failure run has several) connects a board of its own."""
     if options.board is None:
-        return build_board(options.system)
+        if (options.gpus, options.cxl_mems, options.topology) == (1, 1, None):
+            return build_board(options.system)
+        topology = resolve_topology(options.topology, options.gpus, options.cxl_mems)
+        return DisaggregatedBoard(BOARDS[options.system], topology)
     board = options.board
     if not isinstance(board, TrainingBoard):
         raise UsageError(f"board must be a TrainingBoard, got {type(board).__name__}")

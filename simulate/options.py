@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from components.interconnect.topology import TopologySpec, load_topology
+from components.sim.params import ConfigError
 from components.sim.units import UnitError, parse_time
 from workloads.inputs import DEFAULT_ZIPF_EXPONENT, MAX_ZIPF_EXPONENT
 
@@ -45,6 +47,7 @@ class QuietParser(argparse.ArgumentParser):
 
 
 SYSTEMS = ("ssd", "pmem", "pcie", "cxl-d", "cxl-b", "cxl", "dram")
+MULTI_DEVICE_SYSTEMS = ("cxl-d", "cxl-b", "cxl")
 CHECKPOINTS = ("paper", "cpr", "check-n-run", "none")
 # run options a tool that replays every batch of the paper's protocols does not take
 SAMPLED_OR_SOFTWARE_FT = ("--sample", "--checkpoint", "--quantize", "--mtbf", "--ckpt-interval")
@@ -85,6 +88,11 @@ class RunOptions:
     ckpt_interval: float | None = None
     sample_plan: str | None = None
     """--sample PERIOD[:WARMUP[:UNITS]]: a systematic sample of batches (simulate/sampling)."""
+    gpus: int = 1
+    cxl_mems: int = 1
+    topology: str | None = None
+    """--topology FILE.yaml: a switch tree (components/interconnect/topology.py)."""
+    per_gpu_batch: int | None = None
     board: TrainingBoard | None = None
     """A board built in Python (simulate.simulator): each simulation connects a copy of
     it. None: the CLI's board for ``system``."""
@@ -249,6 +257,43 @@ _RUN_ARGUMENTS: list[tuple[tuple[str, ...], dict]] = [
             "intervals (docs/sampling.md)",
         ),
     ),
+    (
+        ("--gpus",),
+        dict(
+            type=int,
+            default=1,
+            metavar="N",
+            help="CXL-GPUs training data-parallel under one switch (CXL systems; default 1; "
+            "docs/topologies.md)",
+        ),
+    ),
+    (
+        ("--cxl-mems",),
+        dict(
+            type=int,
+            default=1,
+            metavar="M",
+            help="CXL-MEMs the tables are sharded over, table-wise (default 1)",
+        ),
+    ),
+    (
+        ("--topology",),
+        dict(
+            default=None,
+            metavar="FILE",
+            help="a switch tree of GPUs and CXL-MEMs in YAML instead of --gpus/--cxl-mems",
+        ),
+    ),
+    (
+        ("--per-gpu-batch",),
+        dict(
+            type=int,
+            default=None,
+            metavar="B",
+            help="samples per GPU (weak scaling: the batch is B x GPUs); default: the "
+            "batch is split over the GPUs (strong scaling)",
+        ),
+    ),
     (("--plot",), dict(action="store_true", help="also write timeline.png and breakdown.png")),
     (
         ("--no-progress",),
@@ -378,6 +423,7 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
     if args.sample_plan is not None:
         _check_sample(args)
     _check_software_ft(args)
+    gpus, mems = _check_topology(args)
     sets = []
     for item in args.sets:
         path, sep, value = item.partition("=")
@@ -388,7 +434,7 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         system=args.system,
         model=args.model,
         batches=args.batches,
-        batch_size=args.batch_size,
+        batch_size=args.batch_size if args.per_gpu_batch is None else args.per_gpu_batch * gpus,
         seed=args.seed,
         outdir=args.outdir,
         sets=sets,
@@ -408,7 +454,60 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         quantize=args.quantize,
         mtbf=args.mtbf,
         ckpt_interval=args.ckpt_interval,
+        gpus=gpus,
+        cxl_mems=mems,
+        topology=args.topology,
+        per_gpu_batch=args.per_gpu_batch,
     )
+
+
+def _check_topology(args: argparse.Namespace) -> tuple[int, int]:
+    """GPUs and CXL-MEMs of the run (a topology file's, loaded and checked here, before
+    any work); multi-device runs are refused what only a single device models yet."""
+    for flag, value in (("--gpus", args.gpus), ("--cxl-mems", args.cxl_mems)):
+        if value < 1:
+            raise UsageError(f"{flag} must be at least 1, got {value}")
+    if args.per_gpu_batch is not None:
+        if args.per_gpu_batch < 1:
+            raise UsageError(f"--per-gpu-batch must be at least 1, got {args.per_gpu_batch}")
+        if args.batch_size is not None:
+            raise UsageError("--per-gpu-batch sets the batch size: drop --batch-size")
+    gpus, mems = args.gpus, args.cxl_mems
+    if args.topology is not None:
+        if gpus != 1 or mems != 1:
+            raise UsageError("--topology gives the devices: drop --gpus and --cxl-mems")
+        topology = resolve_topology(args.topology, 1, 1)
+        gpus, mems = topology.gpus, topology.mems
+    if (gpus, mems, args.topology) == (1, 1, None):
+        return gpus, mems
+    if args.system not in MULTI_DEVICE_SYSTEMS:
+        raise UsageError(
+            f"--system {args.system}: several devices are modelled for "
+            f"{', '.join(MULTI_DEVICE_SYSTEMS)} (the CXL systems)"
+        )
+    single_only = {
+        "--fail-at": args.fail_at,
+        "--fail-random": args.fail_random,
+        "--pmem-image": args.pmem_image,
+        "--functional": args.functional,
+        "--sample": args.sample_plan,
+        f"--checkpoint {args.checkpoint}": args.checkpoint != "paper",
+    }
+    for flag, given in single_only.items():
+        if given:
+            raise UsageError(
+                f"{flag} needs one consistent checkpoint across devices, which multi-device "
+                "systems do not have yet (docs/topologies.md); run one GPU and one CXL-MEM"
+            )
+    return gpus, mems
+
+
+def resolve_topology(path: str | None, gpus: int, mems: int) -> TopologySpec:
+    """The run's topology: the file's, else one switch over ``gpus`` and ``mems``."""
+    try:
+        return load_topology(path) if path is not None else TopologySpec.single_switch(gpus, mems)
+    except ConfigError as error:
+        raise UsageError(str(error)) from None
 
 
 def _check_software_ft(args: argparse.Namespace) -> None:

@@ -100,6 +100,10 @@ class Simulator:
             quantize=quantize,
             mtbf=mtbf,
             ckpt_interval=ckpt_interval,
+            gpus=getattr(built, "gpu_count", 1),
+            cxl_mems=len(getattr(built, "shards", ())) or 1,
+            topology=None,
+            per_gpu_batch=None,
         )
         self.options = replace(options_from_args(args), board=built, spec=custom)
         validate(self.options)

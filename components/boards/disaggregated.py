@@ -178,7 +178,7 @@ class DisaggregatedBoard(TrainingBoard):
         gate = list(dict.fromkeys(gate))
 
         bottoms = []
-        for g, gpu in enumerate(self.gpus):
+        for g in range(self.gpu_count):
             deps = list(gate) + ([prev.extra["mlp_updates"][g]] if prev else [])
             for m, shard in enumerate(self.shards):
                 if m % self.gpu_count == g:
