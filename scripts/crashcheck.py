@@ -38,6 +38,7 @@ from simulate.options import (  # noqa: E402
     SAMPLED_OR_SOFTWARE_FT,
     add_run_options,
     options_from_args,
+    refuse_multi_device,
 )
 from simulate.preflight import check_crashcheck  # noqa: E402
 
@@ -124,6 +125,7 @@ def main(argv: list[str]) -> int:
     def body() -> int:
         args = parser.parse_args(argv)
         options = options_from_args(args)
+        refuse_multi_device(options, PROG)
         settings = settings_from_args(args, options.seed)
         validate(options, writes_outdir=False)
         check_crashcheck(options, args.sample, settings)

@@ -461,6 +461,20 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
     )
 
 
+def multi_device(options: RunOptions) -> bool:
+    """Whether the run has more than one GPU or CXL-MEM, or a switch tree of its own."""
+    return (options.gpus, options.cxl_mems, options.topology) != (1, 1, None)
+
+
+def refuse_multi_device(options: RunOptions, tool: str) -> None:
+    """Tools that model one device's protocol (crash exploration, the gem5 replay) say so."""
+    if multi_device(options):
+        raise UsageError(
+            f"{tool} covers one GPU and one CXL-MEM so far: drop --gpus, --cxl-mems and "
+            "--topology (docs/topologies.md)"
+        )
+
+
 def _check_topology(args: argparse.Namespace) -> tuple[int, int]:
     """GPUs and CXL-MEMs of the run (a topology file's, loaded and checked here, before
     any work); multi-device runs are refused what only a single device models yet."""
