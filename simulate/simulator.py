@@ -62,6 +62,9 @@ class Simulator:
         ckpt_interval: float | None = None,
         plot: bool = False,
         progress: bool = True,
+        gpus: int = 1,
+        cxl_mems: int = 1,
+        topology: str | os.PathLike | None = None,
     ) -> None:
         workload = workload if workload is not None else DlrmWorkload()
         if isinstance(board, str):
@@ -100,9 +103,9 @@ class Simulator:
             quantize=quantize,
             mtbf=mtbf,
             ckpt_interval=ckpt_interval,
-            gpus=getattr(built, "gpu_count", 1),
-            cxl_mems=len(getattr(built, "shards", ())) or 1,
-            topology=None,
+            gpus=getattr(built, "gpu_count", gpus),
+            cxl_mems=len(getattr(built, "shards", ())) or cxl_mems,
+            topology=None if topology is None else os.fspath(topology),
             per_gpu_batch=None,
         )
         self.options = replace(options_from_args(args), board=built, spec=custom)

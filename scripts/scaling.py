@@ -1,0 +1,172 @@
+"""Scaling study: N CXL-GPUs x M CXL-MEMs under one switch, for CXL-B and CXL on RM1-RM4.
+
+For every point: batch time, samples/s (and the speedup over 1 x 1), the checkpoint's
+share of the batch's critical path, energy per sample, and the resource that saturates
+first with its utilisation: where scaling stops and what stops it. Writes scaling.csv,
+scaling.md (the table) and scaling.png (samples/s vs CXL-MEMs, a line per system and
+GPU count, one panel per model). docs/topologies.md explains the knees.
+
+    python scripts/scaling.py --outdir scaling          # the full grid (~10 min, 2 cores)
+    python scripts/scaling.py --models rm1 --gpus 1 2 --mems 1 2 --batches 3
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from simulate.startup import quiet_interrupts  # noqa: E402
+
+quiet_interrupts("scaling.py")
+
+from tqdm import tqdm  # noqa: E402
+
+from simulate.cli import QuietParser, UsageError, run_main  # noqa: E402
+from simulate.options import check_steady_batches  # noqa: E402
+from simulate.simulator import Simulator  # noqa: E402
+from workloads.workload import DlrmWorkload  # noqa: E402
+
+PROG = "scaling.py"
+SYSTEMS = ("cxl-b", "cxl")
+MODELS = ("rm1", "rm2", "rm3", "rm4")
+COUNTS = (1, 2, 4, 8)
+RESOURCE_KINDS = (  # what a flow-network resource is, for the table
+    (r"\.pmem\.ctrl\d+$", "CXL-MEM PMEM"),
+    (r"cxl_gpu\d+\.link\.(up|down)$", "GPU link"),
+    (r"cxl_mem\.link\.(up|down)$", "CXL-MEM link"),
+    (r"uplink\.(up|down)$", "switch uplink"),
+    (r"host_link\.(up|down)$", "host link"),
+    (r"\.gpu\d+$", "GPU SMs"),
+    (r"dcoh$", "DCOH trackers"),
+    (r"nmp", "near-memory engine"),
+)
+
+
+def resource_kind(key: str) -> str:
+    return next((kind for pattern, kind in RESOURCE_KINDS if re.search(pattern, key)), key)
+
+
+def point(system: str, model: str, gpus: int, mems: int, batches: int, outdir: str) -> dict:
+    """One simulated configuration, as a row of the table."""
+    results = Simulator(
+        system, DlrmWorkload(model), batches, outdir, gpus=gpus, cxl_mems=mems, progress=False
+    ).run()
+    batch_ms = results["batch_time_ms"]["mean"]
+    samples = results["batch_size"]
+    used = results["resource_utilisation"]
+    busiest = max(sorted(used), key=lambda key: used[key])
+    return {
+        "system": system,
+        "model": model,
+        "gpus": gpus,
+        "cxl_mems": mems,
+        "batch_ms": batch_ms,
+        "samples_per_s": samples / batch_ms * 1e3,
+        "checkpoint_share": results["breakdown_ms"].get("checkpoint", 0.0) / batch_ms,
+        "energy_per_sample_mj": results["energy_j"]["total"] / (samples * batches) * 1e3,
+        "saturated": resource_kind(busiest),
+        "utilisation": used[busiest],
+    }
+
+
+def study(args) -> list[dict]:
+    grid = [
+        (s, m, g, k)
+        for m in args.models
+        for s in args.systems
+        for g in args.gpus
+        for k in args.mems
+    ]
+    rows = []
+    with tempfile.TemporaryDirectory() as scratch:
+        for system, model, gpus, mems in tqdm(grid, desc="scaling", unit="run", file=sys.stderr):
+            out = os.path.join(scratch, f"{system}_{model}_{gpus}x{mems}")
+            rows.append(point(system, model, gpus, mems, args.batches, out))
+    base = {(r["system"], r["model"]): r for r in rows if (r["gpus"], r["cxl_mems"]) == (1, 1)}
+    for row in rows:
+        one = base.get((row["system"], row["model"]))
+        row["speedup"] = row["samples_per_s"] / one["samples_per_s"] if one else float("nan")
+    return rows
+
+
+def write_table(rows: list[dict], outdir: str) -> str:
+    with open(os.path.join(outdir, "scaling.csv"), "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    lines = [
+        "| model | system | GPUs x CXL-MEMs | batch (ms) | samples/s | speedup | checkpoint "
+        "share | energy/sample (mJ) | saturated resource (utilisation) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['model']} | {r['system']} | {r['gpus']} x {r['cxl_mems']} | "
+            f"{r['batch_ms']:.3f} | {r['samples_per_s']:,.0f} | {r['speedup']:.2f}x | "
+            f"{r['checkpoint_share']:.1%} | {r['energy_per_sample_mj']:.2f} | "
+            f"{r['saturated']} ({r['utilisation']:.0%}) |"
+        )
+    table = "\n".join(lines) + "\n"
+    with open(os.path.join(outdir, "scaling.md"), "w") as handle:
+        handle.write(table)
+    return table
+
+
+def plot(rows: list[dict], outdir: str) -> None:
+    from components.sim.mpl import pyplot
+
+    plt = pyplot()
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    fig, axes = plt.subplots(1, len(models), figsize=(4.5 * len(models), 3.8), squeeze=False)
+    for ax, model in zip(axes[0], models, strict=True):
+        for system in dict.fromkeys(r["system"] for r in rows):
+            for gpus in sorted({r["gpus"] for r in rows}):
+                line = [
+                    r for r in rows if (r["model"], r["system"], r["gpus"]) == (model, system, gpus)
+                ]
+                ax.plot([r["cxl_mems"] for r in line], [r["samples_per_s"] for r in line],
+                        marker="o", linestyle="-" if system == "cxl" else "--",
+                        label=f"{system}, {gpus} GPU{'s' * (gpus > 1)}")  # fmt: skip
+        ax.set_xscale("log", base=2)
+        ax.set_title(model)
+        ax.set_xlabel("CXL-MEMs")
+        ax.set_ylabel("samples/s")
+        ax.grid(alpha=0.3)
+    axes[0][-1].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(outdir, "scaling.png"), dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str]) -> int:
+    parser = QuietParser(prog=PROG, description=__doc__.splitlines()[0])
+    parser.add_argument("--outdir", default="scaling")
+    parser.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=SYSTEMS)
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
+    parser.add_argument("--gpus", nargs="+", type=int, default=list(COUNTS))
+    parser.add_argument("--mems", nargs="+", type=int, default=list(COUNTS))
+    parser.add_argument("--batches", type=int, default=4, help="batches per point (default 4)")
+
+    def body() -> int:
+        args = parser.parse_args(argv)
+        check_steady_batches(args.batches)
+        for flag, counts in (("--gpus", args.gpus), ("--mems", args.mems)):
+            if min(counts) < 1:
+                raise UsageError(f"{flag}: device counts must be at least 1, got {min(counts)}")
+        os.makedirs(args.outdir, exist_ok=True)
+        rows = study(args)
+        print(write_table(rows, args.outdir), end="")
+        plot(rows, args.outdir)
+        print(f"-> {args.outdir}/scaling.csv, scaling.md, scaling.png")
+        return 0
+
+    return run_main(PROG, body)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
