@@ -107,7 +107,9 @@ def _simulate(options: RunOptions):
     board = connected_board(options, spec, batch_size, engine, scheduler)
     generator = input_generator(options, spec, batch_size)
     trainer = (
-        FunctionalTrainer.create(spec, options.seed, relaxed=options.system == "cxl")
+        FunctionalTrainer.create(
+            spec, options.seed, relaxed=options.system == "cxl", replicas=board.gpu_count
+        )
         if options.functional
         else None
     )

@@ -503,7 +503,6 @@ def _check_topology(args: argparse.Namespace) -> tuple[int, int]:
         "--fail-at": args.fail_at,
         "--fail-random": args.fail_random,
         "--pmem-image": args.pmem_image,
-        "--functional": args.functional,
         "--sample": args.sample_plan,
         f"--checkpoint {args.checkpoint}": args.checkpoint != "paper",
     }

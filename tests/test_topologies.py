@@ -25,6 +25,7 @@ from tests.simrun import run_ops
 from workloads.inputs import InputGenerator
 from workloads.models import get_model
 from workloads.opgraph import build_demand, split_samples
+from workloads.training import FunctionalTrainer
 from workloads.workload import DlrmWorkload
 
 BOARDS = {"cxl-d": CxlDBoard, "cxl-b": CxlBBoard, "cxl": CxlBoard}
@@ -118,7 +119,9 @@ def test_routes_are_symmetric_and_cross_each_link_once(parents, gpus, mems):
     """Any tree: the way back crosses the same links the other way round, and no link or
     switch twice."""
     names = ["s0"] + [f"s{i + 1}" for i in range(len(parents))]
-    switches = {"s0": None} | {f"s{i + 1}": {"parent": names[min(p, i)]} for i, p in enumerate(parents)}
+    switches = {"s0": None} | {
+        f"s{i + 1}": {"parent": names[min(p, i)]} for i, p in enumerate(parents)
+    }
     topology = topology_from_dict({
         "switches": switches, "host": "s0",
         "gpus": {names[-1]: gpus}, "cxl_mems": {names[len(names) // 2]: mems},
@@ -214,6 +217,7 @@ def test_split_demands_keep_every_lookup_with_its_shard_local_row():
 def test_table_wise_sharding_divides_a_pmem_bound_lookup(mems, tmp_path):
     """RM1's 20 equal tables over M CXL-MEMs: each device looks up 1/M of the rows on
     PMEM of its own, so the lookup (media-bound) takes ~1/M as long."""
+
     def lookup_ms(board):
         out = tmp_path / f"m{len(getattr(board, 'shards', [0]))}"
         Simulator(board=board, workload=DlrmWorkload("rm1"), batches=3, outdir=out,
@@ -246,6 +250,39 @@ def test_two_by_two_doubles_rm1_cxl_throughput(tmp_path):
     two = simulate(DisaggregatedBoard(CxlBoard, TopologySpec.single_switch(2, 2)), tmp_path,
                    "2x2", model="rm1", batches=4)  # fmt: skip
     assert one["batch_time_ms"]["mean"] / two["batch_time_ms"]["mean"] >= 1.5
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.integers(2, 5), st.integers(0, 2**16), st.booleans())
+def test_data_parallel_numerics_equal_one_gpu_on_the_global_batch(replicas, seed, relaxed):
+    """Synchronous SGD over G replicas, gradients all-reduced with weights B_g / B, is
+    one step on the whole batch: the same tables, MLPs and losses up to float32
+    rounding (a few ulps of the gradients' sums in a different order)."""
+    spec = get_model("rmc1").capped(500)
+    generator = InputGenerator(spec, 37, seed=seed)
+    one = FunctionalTrainer.create(spec, seed, relaxed)
+    many = FunctionalTrainer.create(spec, seed, relaxed, replicas=replicas)
+    for n in range(3):
+        batch = generator.batch(n)
+        assert many.step(batch) == pytest.approx(one.step(batch), rel=1e-5)
+    one.flush()
+    many.flush()
+    assert np.allclose(many.model.table, one.model.table, rtol=1e-5, atol=1e-7)
+    assert np.allclose(many.model.mlp_flat(), one.model.mlp_flat(), rtol=1e-4, atol=1e-6)
+    assert not np.array_equal(
+        one.model.table, FunctionalTrainer.create(spec, seed, relaxed).model.table
+    )
+
+
+def test_a_replica_share_is_the_samples_it_names():
+    spec = get_model("rmc1").capped(100)
+    batch = InputGenerator(spec, 10, seed=2).batch(0)
+    part = batch.samples(3, 7)
+    assert part.batch_size == 4
+    for t in range(spec.num_tables):
+        bags = np.split(batch.indices[t], batch.offsets[t][1:-1])
+        assert np.array_equal(part.indices[t], np.concatenate(bags[3:7]))
+        assert part.offsets[t][0] == 0 and part.offsets[t][-1] == part.indices[t].size
 
 
 # ----- bad topologies -----------------------------------------------------------------------
@@ -293,7 +330,7 @@ def test_impossible_topologies_are_refused_naming_the_problem(case):
         (["--gpus", "129", "--batch-size", "128"], "each GPU needs at least one"),
         (["--gpus", "2", "--system", "pmem"], "several devices are modelled for"),
         (["--gpus", "2", "--fail-random", "1"], "consistent checkpoint across devices"),
-        (["--cxl-mems", "2", "--functional"], "consistent checkpoint across devices"),
+        (["--cxl-mems", "2", "--pmem-image", "x.img"], "consistent checkpoint across devices"),
         (["--topology", "missing.yaml"], "No such file"),
         (["--gpus", "2", "--set", "board.rows.x=1"], "unknown parameter path"),
         (["--set", "board.shard0.cxl_mem.pmem.module_capacity=1MiB", "--cxl-mems", "2"],

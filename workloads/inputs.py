@@ -47,6 +47,14 @@ class Batch:
         """(T, B) number of lookups in every bag."""
         return np.stack([np.diff(off) for off in self.offsets])
 
+    def samples(self, start: int, stop: int) -> Batch:
+        """Samples [start, stop): one data-parallel replica's share of the batch."""
+        indices = [
+            idx[off[start] : off[stop]] for idx, off in zip(self.indices, self.offsets, strict=True)
+        ]
+        offsets = [off[start : stop + 1] - off[start] for off in self.offsets]
+        return Batch(self.dense[start:stop], indices, offsets, self.labels[start:stop])
+
 
 class BatchSource:
     """What a run draws its batches from: the generator, or a trace (workloads/traces.py).

@@ -17,6 +17,7 @@ from workloads.dlrm import DLRM, Grads
 from workloads.inputs import Batch, BatchSource
 from workloads.metrics import evaluate
 from workloads.models import ModelSpec
+from workloads.opgraph import split_samples
 
 EVAL_BATCH_OFFSET = 1_000_000  # held-out batches come from indices no run trains on
 DEFAULT_LR = 0.01  # SGD at dlrm's 0.1 diverges on the paper's 8192-16384-wide bottom MLPs
@@ -48,6 +49,7 @@ class FunctionalTrainer:
     relaxed: bool = False
     losses: list[float] = field(default_factory=list)
     first_batch: int = 0  # the index of the first batch this trainer steps (for messages)
+    replicas: int = 1  # data-parallel GPUs, each stepping its share of the samples
     _pending: tuple[Batch, np.ndarray, np.ndarray] | None = None
 
     @classmethod
@@ -58,10 +60,12 @@ class FunctionalTrainer:
         relaxed: bool,
         lr: float | None = None,
         optimizer: str = "sgd",
+        replicas: int = 1,
     ) -> FunctionalTrainer:
         """A trainer from the seeded initial weights; lr defaults to the preset's."""
         lr = default_lr(spec) if lr is None else lr
-        return cls(DLRM(spec, lr=lr, optimizer=optimizer, seed=seed), relaxed)
+        model = DLRM(spec, lr=lr, optimizer=optimizer, seed=seed)
+        return cls(model, relaxed, replicas=replicas)
 
     def step(self, batch: Batch) -> float:
         model = self.model
@@ -74,7 +78,11 @@ class FunctionalTrainer:
         else:
             self.flush()
             pooled = model.lookup(batch)
-        loss, grads = model.forward_backward(batch, pooled)
+        if self.replicas > 1:
+            sizes = split_samples(batch.batch_size, self.replicas)
+            loss, grads = model.data_parallel_forward_backward(batch, pooled, sizes)
+        else:
+            loss, grads = model.forward_backward(batch, pooled)
         self._check_finite(loss, grads)
         rows, values = model.embedding_update(batch, grads.bags)
         model.apply_mlp(grads)

@@ -114,6 +114,28 @@ class DLRM:
         )
         return float(loss), Grads(bottom_grads + top_grads, np.ascontiguousarray(bag_grads))
 
+    def data_parallel_forward_backward(
+        self, batch: Batch, pooled: np.ndarray, sizes: list[int]
+    ) -> tuple[float, Grads]:
+        """Synchronous data parallelism: each replica's gradients of the mean loss over
+        its ``sizes[g]`` samples, all-reduced with weights B_g / B (the global batch's
+        mean loss, so the step equals one replica's on the whole batch up to float32
+        rounding). The bag gradients stay with their samples, scaled alike."""
+        loss, mlp, bags, start = 0.0, None, [], 0
+        for size in sizes:
+            part_loss, grads = self.forward_backward(
+                batch.samples(start, start + size), pooled[:, start : start + size]
+            )
+            weight = np.float32(size / batch.batch_size)
+            loss += float(weight) * part_loss
+            scaled = [(gw * weight, gb * weight) for gw, gb in grads.mlp]
+            mlp = scaled if mlp is None else [
+                (aw + gw, ab + gb) for (aw, ab), (gw, gb) in zip(mlp, scaled, strict=True)
+            ]  # fmt: skip
+            bags.append(grads.bags * weight)
+            start += size
+        return loss, Grads(mlp, np.ascontiguousarray(np.concatenate(bags, axis=1)))
+
     def embedding_update(
         self, batch: Batch, bag_grads: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
