@@ -41,7 +41,7 @@ RESOURCE_KINDS = (  # what a flow-network resource is, for the table
     (r"cxl_mem\.link\.(up|down)$", "CXL-MEM link"),
     (r"uplink\.(up|down)$", "switch uplink"),
     (r"host_link\.(up|down)$", "host link"),
-    (r"\.gpu\d+$", "GPU SMs"),
+    (r"\.gpu\d*$", "GPU SMs"),
     (r"dcoh$", "DCOH trackers"),
     (r"nmp", "near-memory engine"),
 )

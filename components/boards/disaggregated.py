@@ -35,10 +35,19 @@ from components.boards.base import BatchOps, TrainingBoard, index_payload
 from components.boards.cxl import CxlDBoard
 from components.boards.sharding import TableSharding
 from components.compute.gpu import Gpu
-from components.interconnect.cxl import CxlLink, CxlSwitch, Type2Device, mem_write, mmio_write
+from components.interconnect.cxl import (
+    CxlLink,
+    CxlPath,
+    CxlSwitch,
+    Type2Device,
+    mem_write,
+    mmio_write,
+)
+from components.interconnect.nvlink import NvLink
 from components.interconnect.topology import Fabric, TopologySpec
 from components.memory.base import MAX_MODULES_PER_CONTROLLER
-from components.sim.params import ConfigError
+from components.sim.flows import Flow
+from components.sim.params import ConfigError, Enum
 from components.sim.schedule import Op, Stage
 
 _SHARED = ("gpu", "host", "host_link", "cxl_switch", "cxl_gpu")  # the board's, not a shard's
@@ -54,6 +63,14 @@ _UNITS = (
 
 class DisaggregatedBoard(TrainingBoard):
     """A CXL system of ``topology.gpus`` GPUs and ``topology.mems`` CXL-MEMs."""
+
+    allreduce_link = Enum(
+        "fabric",
+        "what the GPUs' ring all-reduce crosses: fabric (their CXL links and switches) or "
+        "nvlink (a direct NVLink port per GPU, ``board.nvlink{g}``, as through an NVSwitch)",
+        "paper: GPUs and CXL-MEMs share one CXL switch; NVLink is the usual alternative",
+        choices=("fabric", "nvlink"),
+    )
 
     def __init__(self, shard_board: type[CxlDBoard], topology: TopologySpec, **overrides):
         super().__init__(**overrides)
@@ -74,6 +91,7 @@ class DisaggregatedBoard(TrainingBoard):
         for g in range(topology.gpus):
             setattr(self, f"gpu{g}", Gpu())
             setattr(self, f"cxl_gpu{g}", Type2Device())
+            setattr(self, f"nvlink{g}", NvLink())
             gpus.append(getattr(self, f"gpu{g}"))
             devices.append(getattr(self, f"cxl_gpu{g}"))
             links[f"gpu{g}"] = devices[g].link
@@ -332,9 +350,15 @@ class DisaggregatedBoard(TrainingBoard):
         chunk = math.ceil(nbytes / count)
         stages, first = [], 0
         for g in range(count):
-            path = self.fabric.path(f"gpu{g}", f"gpu{(g + 1) % count}")
-            window = self.cxl_gpus[g].dcoh.max_outstanding
-            stages.append(mem_write(path, 2 * (count - 1) * chunk, max_outstanding=window))
+            following = (g + 1) % count
+            if self.allreduce_link == "nvlink":
+                ports = getattr(self, f"nvlink{g}"), getattr(self, f"nvlink{following}")
+                stages.append(bulk_write(CxlPath([(ports[0], "up"), (ports[1], "down")]),
+                                         2 * (count - 1) * chunk))  # fmt: skip
+            else:
+                path = self.fabric.path(f"gpu{g}", f"gpu{following}")
+                window = self.cxl_gpus[g].dcoh.max_outstanding
+                stages.append(mem_write(path, 2 * (count - 1) * chunk, max_outstanding=window))
             first = max(first, stages[-1].latency)
         stage = merged(stages)
         stage.latency = 2 * (count - 1) * first
@@ -345,6 +369,12 @@ class DisaggregatedBoard(TrainingBoard):
 def _board_stat_names() -> frozenset[str]:
     """The stats every board keeps of whole batches: the shared board's, not a shard's."""
     return frozenset(stat.name for stat in TrainingBoard()._stats)
+
+
+def bulk_write(path: CxlPath, nbytes: int) -> Stage:
+    """A GPU's posted writes over a direct link: its packets' serialization, one way."""
+    path.record(nbytes)
+    return Stage([Flow(path.needs(nbytes))], path.one_way_ticks(0))
 
 
 def merged(stages) -> Stage:
