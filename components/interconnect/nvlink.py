@@ -37,8 +37,8 @@ class NvLink(SerialLink):
     )
     flit_overhead_bytes = MemorySize("16B", "header flit of a packet", "ibid.")
     propagation_latency = Latency(
-        "700ns",
-        "one-way GPU-to-GPU latency of a small write",
+        "350ns",
+        "one-way latency of one port (a GPU-to-GPU write crosses two, through the switch)",
         "assumption: Li et al., Evaluating Modern GPU Interconnect (TPDS 2020) measure "
-        "~1-2 us GPU-GPU round trips over NVLink",
+        "~1-2 us GPU-GPU round trips over NVLink: ~0.7 us one way, half a port",
     )
