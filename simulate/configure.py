@@ -96,7 +96,9 @@ def fresh_board(options: RunOptions) -> TrainingBoard:
         if (options.gpus, options.cxl_mems, options.topology) == (1, 1, None):
             return build_board(options.system)
         topology = resolve_topology(options.topology, options.gpus, options.cxl_mems)
-        return DisaggregatedBoard(BOARDS[options.system], topology)
+        board = DisaggregatedBoard(BOARDS[options.system], topology)
+        board.sharding = options.sharding
+        return board
     board = options.board
     if not isinstance(board, TrainingBoard):
         raise UsageError(f"board must be a TrainingBoard, got {type(board).__name__}")

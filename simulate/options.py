@@ -93,6 +93,7 @@ class RunOptions:
     topology: str | None = None
     """--topology FILE.yaml: a switch tree (components/interconnect/topology.py)."""
     per_gpu_batch: int | None = None
+    sharding: str = "table"
     board: TrainingBoard | None = None
     """A board built in Python (simulate.simulator): each simulation connects a copy of
     it. None: the CLI's board for ``system``."""
@@ -285,6 +286,15 @@ _RUN_ARGUMENTS: list[tuple[tuple[str, ...], dict]] = [
         ),
     ),
     (
+        ("--sharding",),
+        dict(
+            default="table",
+            choices=("table", "row"),
+            help="how tables spread over the CXL-MEMs: table (whole tables, balanced by "
+            "bytes; default) or row (every table striped by row, partial sums)",
+        ),
+    ),
+    (
         ("--per-gpu-batch",),
         dict(
             type=int,
@@ -458,6 +468,7 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         cxl_mems=mems,
         topology=args.topology,
         per_gpu_batch=args.per_gpu_batch,
+        sharding=args.sharding,
     )
 
 

@@ -65,6 +65,7 @@ class Simulator:
         gpus: int = 1,
         cxl_mems: int = 1,
         topology: str | os.PathLike | None = None,
+        sharding: str = "table",
     ) -> None:
         workload = workload if workload is not None else DlrmWorkload()
         if isinstance(board, str):
@@ -107,6 +108,7 @@ class Simulator:
             cxl_mems=len(getattr(built, "shards", ())) or cxl_mems,
             topology=None if topology is None else os.fspath(topology),
             per_gpu_batch=None,
+            sharding=getattr(built, "sharding", sharding),
         )
         self.options = replace(options_from_args(args), board=built, spec=custom)
         validate(self.options)

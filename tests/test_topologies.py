@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from components.boards.cxl import CxlBBoard, CxlBoard, CxlDBoard
 from components.boards.disaggregated import DisaggregatedBoard
-from components.boards.sharding import TableSharding
+from components.boards.sharding import TableSharding, build_sharding
 from components.interconnect.cxl import HEADER_BITS, LINE_BYTES, CxlLink, CxlSwitch
 from components.interconnect.topology import Fabric, TopologySpec, topology_from_dict
 from components.sim.engine import Engine
@@ -22,6 +22,8 @@ from components.sim.flows import Flow, FlowNetwork
 from components.sim.params import ConfigError
 from simulate.simulator import Simulator
 from tests.simrun import run_ops
+from workloads.dlrm import DLRM
+from workloads.dlrm.sharded import shard_tables, sharded_lookup
 from workloads.inputs import InputGenerator
 from workloads.models import get_model
 from workloads.opgraph import build_demand, split_samples
@@ -205,6 +207,59 @@ def test_table_sharding_places_every_table_once_within_lpt_bound(rows, devices):
     assert max(loads) <= 4 / 3 * best + 1e-9 or max(loads) <= max(rows) + min(loads)
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(8, 400), min_size=1, max_size=12), st.integers(1, 8),
+       st.sampled_from(["table", "row"]))  # fmt: skip
+def test_every_row_has_one_home_and_shards_keep_the_global_order(rows, devices, kind):
+    if kind == "table" and devices > len(rows):
+        return  # refused (test above)
+    placement = build_sharding(kind, tuple(rows), 128, devices)
+    everything = np.arange(sum(rows), dtype=np.int64)
+    device, local = placement.locate(everything)
+    for d in range(devices):
+        mine = local[device == d]
+        assert np.array_equal(mine, np.arange(sum(placement.shard_rows(d))))  # a bijection
+    if kind == "row":  # each device holds ceil or floor of 1/M of every table
+        parts = np.array([placement.shard_rows(d) for d in range(devices)])
+        assert np.array_equal(parts.sum(axis=0), rows)
+        assert parts.max(axis=0).tolist() == [-(-r // devices) for r in rows]
+
+
+@pytest.mark.parametrize("kind, devices", [("table", 3), ("row", 3), ("row", 8)])
+def test_sharded_lookups_add_up_to_the_unsharded_bags(kind, devices):
+    """Each device pools its part of every bag from its own shard array; the partial
+    sums add up to the whole model's bags (exactly for whole tables, up to float32
+    reassociation for row-wise partial sums)."""
+    spec = get_model("rmc1").capped(2000)
+    model = DLRM(spec, seed=4)
+    batch = InputGenerator(spec, 64, seed=5).batch(0)
+    placement = build_sharding(kind, spec.rows_per_table, spec.row_bytes, devices)
+    shards = shard_tables(model.table, placement)
+    assert sum(shard.shape[0] for shard in shards) == spec.total_rows
+    pooled = sharded_lookup(shards, batch, spec, placement)
+    if kind == "table":
+        assert np.array_equal(pooled, model.lookup(batch))
+    else:
+        assert np.allclose(pooled, model.lookup(batch), rtol=1e-5, atol=1e-6)
+
+
+def test_row_wise_sharding_moves_every_bag_from_every_device(tmp_path):
+    """Row-wise, each CXL-MEM sends a partial vector of every bag: M times the pooled
+    bytes of table-wise placement cross the CXL-MEMs' links."""
+
+    def pooled_bytes(kind):
+        board = DisaggregatedBoard(CxlDBoard, TopologySpec.single_switch(1, 4))
+        board.sharding = kind
+        out = tmp_path / kind
+        Simulator(board=board, workload=DlrmWorkload("rm1"), batches=2, outdir=out,
+                  progress=False).run()  # fmt: skip
+        stats = dict(line.split()[:2] for line in (out / "stats.txt").read_text().splitlines()
+                     if line.startswith("board.shard"))  # fmt: skip
+        return sum(int(stats[f"board.shard{m}.cxl_mem.dcoh.linesFlushed"]) for m in range(4))
+
+    assert pooled_bytes("row") == 4 * pooled_bytes("table")
+
+
 def test_split_demands_keep_every_lookup_with_its_shard_local_row():
     spec = get_model("rmc1")
     generator = InputGenerator(spec, 64, seed=3)
@@ -224,8 +279,7 @@ def test_split_demands_keep_every_lookup_with_its_shard_local_row():
         # back to global ids: exactly this device's tables' lookups, in issue order
         tables = np.searchsorted(starts, second.lookup.rows, side="right") - 1
         mine = np.isin(tables, sharding.tables[device])
-        shift = sharding.local_offset[tables[mine]]
-        assert np.array_equal(part.lookup.rows, second.lookup.rows[mine] + shift)
+        assert np.array_equal(part.lookup.rows, sharding.locate(second.lookup.rows[mine])[1])
 
 
 @pytest.mark.parametrize("mems", [2, 4])

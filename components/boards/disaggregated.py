@@ -33,8 +33,8 @@ import math
 
 from components.boards.base import BatchOps, TrainingBoard, index_payload
 from components.boards.cxl import CxlDBoard
-from components.boards.sharding import TableSharding
-from components.compute.gpu import Gpu
+from components.boards.sharding import SHARDINGS, build_sharding
+from components.compute.gpu import DeviceCopy, Gpu
 from components.interconnect.cxl import (
     CxlLink,
     CxlPath,
@@ -70,6 +70,14 @@ class DisaggregatedBoard(TrainingBoard):
         "nvlink (a direct NVLink port per GPU, ``board.nvlink{g}``, as through an NVSwitch)",
         "paper: GPUs and CXL-MEMs share one CXL switch; NVLink is the usual alternative",
         choices=("fabric", "nvlink"),
+    )
+    sharding = Enum(
+        "table",
+        "how the tables are spread over the CXL-MEMs: table (whole tables, balanced by "
+        "bytes) or row (row i of every table on device i mod M; partial sums added on the "
+        "GPU)",
+        "DLRM model-parallel embeddings (table-wise); row-wise as in TorchRec's sharders",
+        choices=SHARDINGS,
     )
 
     def __init__(self, shard_board: type[CxlDBoard], topology: TopologySpec, **overrides):
@@ -148,13 +156,13 @@ class DisaggregatedBoard(TrainingBoard):
             )
         pmem = self.shards[0].pmem
         most = pmem.controllers * MAX_MODULES_PER_CONTROLLER * pmem.module_capacity
-        sharding = TableSharding.balanced(
-            spec.rows_per_table, spec.row_bytes, len(self.shards), device_bytes=most
+        placement = build_sharding(
+            self.sharding, spec.rows_per_table, spec.row_bytes, len(self.shards), most
         )
-        object.__setattr__(self, "sharding", sharding)
+        object.__setattr__(self, "placement", placement)
         count, stripes = spec.mlp_param_count, len(self.shards)
         for m, shard in enumerate(self.shards):
-            rows = sharding.shard_rows(m)
+            rows = placement.shard_rows(m)
             part = dataclasses.replace(
                 spec, num_tables=len(rows), rows_per_table=rows, uncapped_rows=None
             )
@@ -182,7 +190,7 @@ class DisaggregatedBoard(TrainingBoard):
         self._sample_reuse(demand, prev)
         sizes = demand.gpu_batch_sizes if self.gpu_count > 1 else [demand.batch_size]
         kernels = list(demand.gpu_kernels) or [demand.kernels]
-        parts = self.sharding.split(demand, sizes, prev.extra["demands"] if prev else None)
+        parts = self.placement.split(demand, sizes, prev.extra["demands"] if prev else None)
         parts = [
             dataclasses.replace(
                 part,
@@ -228,7 +236,8 @@ class DisaggregatedBoard(TrainingBoard):
 
         tops, grads = [], []
         for g in range(self.gpu_count):
-            top_kernels = kernels[g]["interaction_top_fwd"] + kernels[g]["top_bwd_interaction"]
+            top_kernels = self._combine(sizes[g]) + kernels[g]["interaction_top_fwd"]
+            top_kernels += kernels[g]["top_bwd_interaction"]
             top = self._gpu_op(
                 "interaction_top", "top_mlp", n, g, top_kernels, [bottoms[g], *to_gpus]
             )
@@ -317,6 +326,15 @@ class DisaggregatedBoard(TrainingBoard):
             for g in range(self.gpu_count)
         ]
 
+    def _combine(self, samples: int) -> list[DeviceCopy]:
+        """Row-wise: the GPU adds each bag's M partial sums (reads M vectors, writes one)."""
+        mems = len(self.shards)
+        if self.sharding != "row" or mems == 1:
+            return []
+        vectors = samples * self.spec.num_tables
+        flops = vectors * self.spec.embedding_dim * (mems - 1)
+        return [DeviceCopy("combine_partials", flops, (mems + 1) * vectors * self.spec.row_bytes)]
+
     # ----- data movement -----------------------------------------------------------------
     def _send_indices(self, shard, part) -> Stage:
         """The host writes a CXL-MEM its tables' indices over CXL.io (MMIO)."""
@@ -325,20 +343,18 @@ class DisaggregatedBoard(TrainingBoard):
     def _all_to_gpus(self, m: int, sizes: list[int]) -> Stage:
         """CXL-MEM m's DCOH flushes each GPU its samples' pooled vectors of m's tables."""
         shard = self.shards[m]
-        per_sample = len(self.sharding.tables[m]) * self.spec.row_bytes
+        per_sample = self.placement.pooled_tables(m) * self.spec.row_bytes
         return merged(
             shard.cxl_mem.dcoh.flush(self.fabric.path(f"mem{m}", f"gpu{g}"), size * per_sample)
             for g, size in enumerate(sizes)
         )
 
     def _all_to_mems(self, g: int, samples: int) -> Stage:
-        """GPU g's DCOH flushes every CXL-MEM the bag gradients of its tables."""
-        dcoh = self.cxl_gpus[g].dcoh
+        """GPU g's DCOH flushes every CXL-MEM the bag gradients of the bags it pooled."""
+        dcoh, row = self.cxl_gpus[g].dcoh, self.spec.row_bytes
         return merged(
-            dcoh.flush(
-                self.fabric.path(f"gpu{g}", f"mem{m}"), samples * len(tables) * self.spec.row_bytes
-            )
-            for m, tables in enumerate(self.sharding.tables)
+            dcoh.flush(self.fabric.path(f"gpu{g}", f"mem{m}"), samples * tables * row)
+            for m, tables in enumerate(map(self.placement.pooled_tables, range(len(self.shards))))
         )
 
     def allreduce(self, nbytes: int) -> Stage:

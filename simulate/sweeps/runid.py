@@ -19,7 +19,13 @@ ID_LENGTH = 12
 NOT_IDENTITY = ("outdir", "progress", "plot")
 # options added after ids were published, whose default names today's behaviour: at
 # their default they are absent, so every existing id stays what it was
-NAMED_DEFAULTS = {"checkpoint": "paper", "quantize": "none", "gpus": 1, "cxl_mems": 1}
+NAMED_DEFAULTS = {
+    "checkpoint": "paper",
+    "quantize": "none",
+    "gpus": 1,
+    "cxl_mems": 1,
+    "sharding": "table",
+}
 
 
 def canonical(options: RunOptions) -> dict[str, Any]:
