@@ -16,7 +16,7 @@ from components.boards.disaggregated import DisaggregatedBoard
 from components.boards.software_ft import POLICIES, SOFTWARE_FT_SYSTEMS, SoftwareCheckpoint
 from components.sim.engine import Engine
 from components.sim.schedule import Scheduler
-from simulate.options import SYSTEMS, RunOptions, UsageError, resolve_topology
+from simulate.options import SYSTEMS, RunOptions, UsageError, multi_device, resolve_topology
 from workloads.inputs import DEFAULT_ZIPF_EXPONENT, BatchSource, InputGenerator
 from workloads.models import DEFAULT_BATCH_SIZE, ModelSpec, get_model
 from workloads.traces import open_trace, trace_pooling
@@ -93,10 +93,12 @@ def fresh_board(options: RunOptions) -> TrainingBoard:
     """The CLI's board for the system, or a copy of the one built in Python: every
     simulation of a run (a failure run has several) connects a board of its own."""
     if options.board is None:
-        if (options.gpus, options.cxl_mems, options.topology) == (1, 1, None):
+        if not multi_device(options):
             return build_board(options.system)
-        topology = resolve_topology(options.topology, options.gpus, options.cxl_mems)
-        board = DisaggregatedBoard(BOARDS[options.system], topology)
+        topology = resolve_topology(
+            options.topology, options.gpus, options.cxl_mems, options.pool_jobs
+        )
+        board = DisaggregatedBoard(BOARDS[options.system], topology, jobs=options.pool_jobs)
         board.sharding = options.sharding
         return board
     board = options.board

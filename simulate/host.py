@@ -31,17 +31,20 @@ def drive_batches(
     desc: str = "",
     progress: bool = False,
     issued: Callable[[int, BatchDemand, BatchOps], None] | None = None,
+    pool: list[tuple[object, list]] = (),
 ) -> list:
     """Run ``batches`` on ``board`` to the end of the simulation; returns each batch's
     end op. ``trainer`` steps the numerics of each batch before its ops are issued;
-    ``issued`` hears each batch's demand and ops once its lookup is done."""
+    ``issued`` hears each batch's demand and ops once its lookup is done. ``pool``: for a
+    pooled board's other jobs, each one's input source and the list its end ops go to;
+    each job has a host of its own (the jobs' batches are independent)."""
     ends = []
     bar = tqdm(
-        total=len(batches), desc=desc, unit="batch", disable=not progress, file=sys.stderr,
-        leave=False,
+        total=len(batches) * (1 + len(pool)), desc=desc, unit="batch",
+        disable=not progress, file=sys.stderr, leave=False,
     )  # fmt: skip
 
-    def host():
+    def host(generator=generator, job: int = 0, ends=ends, trainer=trainer, issued=issued):
         previous = generator.batch(batches.start - 1) if batches.start > 0 else None
         previous_rows = None  # the previous demand's unique rows, found once
         for n in batches:
@@ -51,7 +54,7 @@ def drive_batches(
                 trainer.step(batch)
             demand = build_demand(spec, batch, n, previous, previous_rows, gpus=board.gpu_count)
             previous_rows = demand.lookup.unique_rows
-            ops = board.issue_batch(demand)
+            ops = board.issue_batch(demand, job=job) if job else board.issue_batch(demand)
             ends.append(ops.end)
             previous = batch
             yield ops.lookup.done
@@ -60,6 +63,8 @@ def drive_batches(
             bar.update(1)
 
     engine.process(host())
+    for job, (source, job_ends) in enumerate(pool, start=1):
+        engine.process(host(source, job, job_ends, None, None))
     engine.run()
     bar.close()
     return ends

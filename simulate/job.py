@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import resource
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +68,7 @@ def run_job(options: RunOptions) -> dict[str, Any]:
 
 def _run_job(options: RunOptions, working: RunOptions) -> dict[str, Any]:
     started = time.monotonic()
-    recorded = None
+    recorded, pool_ends = None, []
     if failure_run(options):
         recorded = record_run(working)
         spec, batch_size = resolve_functional(options)
@@ -76,8 +76,10 @@ def _run_job(options: RunOptions, working: RunOptions) -> dict[str, Any]:
         trainer, generator = recorded.trainer, recorded.generator
         sim_ticks = recorded.end_tick
     else:
-        spec, batch_size, board, scheduler, ends, trainer, generator, sim_ticks = _simulate(options)
-    results = summarize(options, spec, batch_size, board, scheduler, ends)
+        spec, batch_size, board, scheduler, ends, trainer, generator, sim_ticks, pool_ends = (
+            _simulate(options)
+        )
+    results = summarize(options, spec, batch_size, board, scheduler, ends, pool_ends)
     if trainer is not None and options.functional:
         results["train"] = {
             "loss": [round(x, 7) for x in trainer.losses],
@@ -113,11 +115,16 @@ def _simulate(options: RunOptions):
         if options.functional
         else None
     )
+    pool = [
+        (input_generator(replace(options, seed=options.seed + job), spec, batch_size), [])
+        for job in range(1, options.pool_jobs)
+    ]  # each job its own inputs
     ends = drive_batches(
         engine, board, spec, generator, range(options.batches), trainer=trainer,
-        desc=f"{options.system}/{options.model}", progress=options.progress,
+        desc=f"{options.system}/{options.model}", progress=options.progress, pool=pool,
     )  # fmt: skip
-    return spec, batch_size, board, scheduler, ends, trainer, generator, engine.now
+    pool_ends = [job_ends for _, job_ends in pool]
+    return spec, batch_size, board, scheduler, ends, trainer, generator, engine.now, pool_ends
 
 
 def plot_run(outdir: Path, results: dict[str, Any]) -> None:
@@ -139,20 +146,14 @@ def summarize(
     board: TrainingBoard,
     scheduler: Scheduler,
     ends: list,
+    pool_ends: list[list] = (),
 ) -> dict[str, Any]:
     """Per-batch windows between consecutive batch ends, their critical paths (with
-    the time lost to contention, by the category of the ops that caused it), energy."""
+    the time lost to contention, by the category of the ops that caused it), energy;
+    a pool's other jobs' own (``pool_ends``) under ``jobs``."""
     board.absorb(scheduler)
-    windows, paths, blame = batch_windows(scheduler, ends)
-    for window in windows:
-        board.record_batch(window)
-    steady = steady_batches(len(windows))
-    times = np.array(windows[steady], dtype=np.float64)
-    breakdown = {key: float(np.mean([p.get(key, 0) for p in paths[steady]])) for key in BREAKDOWN}
-    idle = float(np.mean([p.get("idle", 0) for p in paths[steady]]))
-    causes = sorted({key for b in blame[steady] for key in b})
-    contention = {key: float(np.mean([b.get(key, 0.0) for b in blame[steady]])) for key in causes}
-    sim_ticks = ends[-1].record.end
+    windows, times, breakdown, idle, contention, steady = _windows(board, scheduler, ends)
+    sim_ticks = max([ends[-1].record.end] + [e[-1].record.end for e in pool_ends if e])
     energy = EnergyReport.build(board, sim_ticks).as_dict()
     busy = {name: unit.busy_ticks / sim_ticks for name, unit in scheduler.resources.items()}
     use = scheduler.network.use
@@ -173,6 +174,7 @@ def summarize(
         "batch_times_ms": [_ms(w) for w in windows],
         "steady_state_from_batch": range(len(windows))[steady][0],
         "steady_state_to_batch": range(len(windows))[steady][-1],
+        **_pool_jobs(board, scheduler, pool_ends),
         "utilisation": {name: round(value, 6) for name, value in sorted(busy.items())},
         "resource_utilisation": {
             key: round(use[key].busy / sim_ticks, 6) for key in sorted(use) if sim_ticks
@@ -180,6 +182,39 @@ def summarize(
         "energy_j": _round_tree(energy),
         "failure": None,
     }
+
+
+def _windows(board, scheduler: Scheduler, ends: list, job: int = 0):
+    """One job's batch windows (recorded in its stats), steady-state times, critical-path
+    breakdown (with the all-reduce where GPUs all-reduce), idle and contention."""
+    windows, paths, blame = batch_windows(scheduler, ends)
+    for window in windows:
+        board.record_batch(window, job=job) if job else board.record_batch(window)
+    steady = steady_batches(len(windows))
+    times = np.array(windows[steady], dtype=np.float64)
+    keys = BREAKDOWN + tuple(k for k in ("allreduce",) if any(k in p for p in paths))
+    breakdown = {key: float(np.mean([p.get(key, 0) for p in paths[steady]])) for key in keys}
+    idle = float(np.mean([p.get("idle", 0) for p in paths[steady]]))
+    causes = sorted({key for b in blame[steady] for key in b})
+    contention = {key: float(np.mean([b.get(key, 0.0) for b in blame[steady]])) for key in causes}
+    return windows, times, breakdown, idle, contention, steady
+
+
+def _pool_jobs(board, scheduler: Scheduler, pool_ends: list[list]) -> dict[str, Any]:
+    """A pooled run's other jobs: each one's batch time, breakdown and contention."""
+    if not pool_ends:
+        return {}
+    jobs = []
+    for job, ends in enumerate(pool_ends, start=1):
+        windows, times, breakdown, idle, contention, _ = _windows(board, scheduler, ends, job)
+        jobs.append({
+            "job": job,
+            "batch_time_ms": {"mean": _ms(times.mean()), "p99": _ms(np.percentile(times, 99))},
+            "breakdown_ms": {key: _ms(value) for key, value in breakdown.items()},
+            "contention_by_ms": {key: _ms(value) for key, value in contention.items()},
+            "batch_times_ms": [_ms(w) for w in windows],
+        })  # fmt: skip
+    return {"jobs": jobs}
 
 
 def batch_windows(scheduler: Scheduler, ends: list) -> tuple[list[int], list[dict], list[dict]]:

@@ -94,6 +94,8 @@ class RunOptions:
     """--topology FILE.yaml: a switch tree (components/interconnect/topology.py)."""
     per_gpu_batch: int | None = None
     sharding: str = "table"
+    pool_jobs: int = 1
+    """Training jobs, each from a host of its own, sharing the CXL-MEMs (CXL pooling)."""
     board: TrainingBoard | None = None
     """A board built in Python (simulate.simulator): each simulation connects a copy of
     it. None: the CLI's board for ``system``."""
@@ -295,6 +297,16 @@ _RUN_ARGUMENTS: list[tuple[tuple[str, ...], dict]] = [
         ),
     ),
     (
+        ("--pool-jobs",),
+        dict(
+            type=int,
+            default=1,
+            metavar="K",
+            help="K hosts' training jobs, each on --gpus GPUs of its own, sharing the "
+            "CXL-MEMs, each its partition of every device (CXL pooling; default 1)",
+        ),
+    ),
+    (
         ("--per-gpu-batch",),
         dict(
             type=int,
@@ -469,12 +481,13 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         topology=args.topology,
         per_gpu_batch=args.per_gpu_batch,
         sharding=args.sharding,
+        pool_jobs=args.pool_jobs,
     )
 
 
 def multi_device(options: RunOptions) -> bool:
     """Whether the run has more than one GPU or CXL-MEM, or a switch tree of its own."""
-    return (options.gpus, options.cxl_mems, options.topology) != (1, 1, None)
+    return (options.gpus, options.cxl_mems, options.topology, options.pool_jobs) != (1, 1, None, 1)
 
 
 def refuse_multi_device(options: RunOptions, tool: str) -> None:
@@ -489,7 +502,8 @@ def refuse_multi_device(options: RunOptions, tool: str) -> None:
 def _check_topology(args: argparse.Namespace) -> tuple[int, int]:
     """GPUs and CXL-MEMs of the run (a topology file's, loaded and checked here, before
     any work); multi-device runs are refused what only a single device models yet."""
-    for flag, value in (("--gpus", args.gpus), ("--cxl-mems", args.cxl_mems)):
+    for flag, value in (("--gpus", args.gpus), ("--cxl-mems", args.cxl_mems),
+                        ("--pool-jobs", args.pool_jobs)):  # fmt: skip
         if value < 1:
             raise UsageError(f"{flag} must be at least 1, got {value}")
     if args.per_gpu_batch is not None:
@@ -502,8 +516,18 @@ def _check_topology(args: argparse.Namespace) -> tuple[int, int]:
         if gpus != 1 or mems != 1:
             raise UsageError("--topology gives the devices: drop --gpus and --cxl-mems")
         topology = resolve_topology(args.topology, 1, 1)
-        gpus, mems = topology.gpus, topology.mems
-    if (gpus, mems, args.topology) == (1, 1, None):
+        if topology.hosts != args.pool_jobs:
+            raise UsageError(
+                f"--topology {args.topology}: {topology.hosts} hosts for --pool-jobs "
+                f"{args.pool_jobs} (one host a job)"
+            )
+        if topology.gpus % topology.hosts:
+            raise UsageError(
+                f"--topology {args.topology}: {topology.gpus} GPUs do not split over "
+                f"{topology.hosts} jobs"
+            )
+        gpus, mems = topology.gpus // topology.hosts, topology.mems
+    if (gpus, mems, args.topology, args.pool_jobs) == (1, 1, None, 1):
         return gpus, mems
     if args.system not in MULTI_DEVICE_SYSTEMS:
         raise UsageError(
@@ -516,6 +540,8 @@ def _check_topology(args: argparse.Namespace) -> tuple[int, int]:
         "--pmem-image": args.pmem_image,
         "--sample": args.sample_plan,
         f"--checkpoint {args.checkpoint}": args.checkpoint != "paper",
+        "--functional (numerics of one job) with --pool-jobs": args.functional
+        and args.pool_jobs > 1,
     }
     for flag, given in single_only.items():
         if given:
@@ -526,10 +552,13 @@ def _check_topology(args: argparse.Namespace) -> tuple[int, int]:
     return gpus, mems
 
 
-def resolve_topology(path: str | None, gpus: int, mems: int) -> TopologySpec:
-    """The run's topology: the file's, else one switch over ``gpus`` and ``mems``."""
+def resolve_topology(path: str | None, gpus: int, mems: int, jobs: int = 1) -> TopologySpec:
+    """The run's topology: the file's, else one switch over ``jobs`` hosts, ``gpus`` GPUs
+    a job and ``mems`` CXL-MEMs."""
     try:
-        return load_topology(path) if path is not None else TopologySpec.single_switch(gpus, mems)
+        if path is not None:
+            return load_topology(path)
+        return TopologySpec.single_switch(gpus * jobs, mems, hosts=jobs)
     except ConfigError as error:
         raise UsageError(str(error)) from None
 

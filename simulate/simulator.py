@@ -66,6 +66,7 @@ class Simulator:
         cxl_mems: int = 1,
         topology: str | os.PathLike | None = None,
         sharding: str = "table",
+        pool_jobs: int = 1,
     ) -> None:
         workload = workload if workload is not None else DlrmWorkload()
         if isinstance(board, str):
@@ -109,6 +110,7 @@ class Simulator:
             topology=None if topology is None else os.fspath(topology),
             per_gpu_batch=None,
             sharding=getattr(built, "sharding", sharding),
+            pool_jobs=len(getattr(built, "jobs", ())) or pool_jobs,
         )
         self.options = replace(options_from_args(args), board=built, spec=custom)
         validate(self.options)

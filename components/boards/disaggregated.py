@@ -44,11 +44,12 @@ from components.interconnect.cxl import (
     mmio_write,
 )
 from components.interconnect.nvlink import NvLink
-from components.interconnect.topology import Fabric, TopologySpec
+from components.interconnect.topology import Fabric, TopologySpec, host_name
 from components.memory.base import MAX_MODULES_PER_CONTROLLER
 from components.sim.flows import Flow
 from components.sim.params import ConfigError, Enum
 from components.sim.schedule import Op, Stage
+from components.sim.simobject import SimObject
 
 _SHARED = ("gpu", "host", "host_link", "cxl_switch", "cxl_gpu")  # the board's, not a shard's
 _UNITS = (
@@ -61,8 +62,34 @@ _UNITS = (
 )
 
 
+class PoolJob(SimObject):
+    """One more host's training job on a pooled system (``board.job{j}``): its own GPUs
+    and its partition of every CXL-MEM; job 0's stats are the board's own."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batchTicks = self.average("batchTicks", "mean time per batch", "Tick")
+        self.batches = self.scalar("batches", "batches completed", "Count")
+
+
+@dataclasses.dataclass(eq=False)
+class Job:
+    """What one training job owns: its host, its GPUs (global indices), its shards (one
+    per CXL-MEM, each with the job's protocol state), its batches issued so far."""
+
+    index: int
+    host: str
+    gpus: list[int]
+    shards: list
+    stats: SimObject
+    history: list = dataclasses.field(default_factory=list)
+
+
 class DisaggregatedBoard(TrainingBoard):
-    """A CXL system of ``topology.gpus`` GPUs and ``topology.mems`` CXL-MEMs."""
+    """A CXL system of GPUs and ``topology.mems`` CXL-MEMs: ``jobs`` hosts each training
+    on ``topology.gpus / jobs`` GPUs of its own, all sharing the CXL-MEMs (CXL 2.0
+    pooling: each job its partition of every device, the devices' engines, DMA
+    channels, PMEM controllers, links and switch ports shared)."""
 
     allreduce_link = Enum(
         "fabric",
@@ -80,13 +107,24 @@ class DisaggregatedBoard(TrainingBoard):
         choices=SHARDINGS,
     )
 
-    def __init__(self, shard_board: type[CxlDBoard], topology: TopologySpec, **overrides):
+    def __init__(
+        self, shard_board: type[CxlDBoard], topology: TopologySpec, jobs: int = 1, **overrides
+    ) -> None:
         super().__init__(**overrides)
+        if jobs < 1 or topology.gpus % jobs or topology.hosts != jobs:
+            raise ConfigError(
+                f"topology: {jobs} jobs need {jobs} hosts and a multiple of {jobs} GPUs, got "
+                f"{topology.hosts} hosts and {topology.gpus} GPUs"
+            )
         object.__setattr__(self, "system", shard_board.system)
         object.__setattr__(self, "topology", topology)
         del self._children["gpu"]
         object.__delattr__(self, "gpu")
-        self.host_link = CxlLink()
+        links = {}
+        for j in range(jobs):
+            name = "host_link" if j == 0 else f"host_link{j}"
+            setattr(self, name, CxlLink())
+            links[host_name(j)] = getattr(self, name)
         switches = {}
         for spec in topology.switches:
             switch = CxlSwitch()
@@ -94,7 +132,6 @@ class DisaggregatedBoard(TrainingBoard):
                 switch.uplink = CxlLink()
             setattr(self, spec.name, switch)
             switches[spec.name] = switch
-        links = {"host": self.host_link}
         gpus, devices = [], []
         for g in range(topology.gpus):
             setattr(self, f"gpu{g}", Gpu())
@@ -105,23 +142,38 @@ class DisaggregatedBoard(TrainingBoard):
             links[f"gpu{g}"] = devices[g].link
         object.__setattr__(self, "gpus", gpus)
         object.__setattr__(self, "cxl_gpus", devices)
-        shards = []
-        for m in range(topology.mems):
-            shard = shard_board()
-            setattr(self, f"shard{m}", shard)
-            links[f"mem{m}"] = shard.cxl_mem.link
-            shards.append(shard)
-        object.__setattr__(self, "shards", shards)
+        per_job = topology.gpus // jobs
+        job_list = []
+        for j in range(jobs):
+            stats = self if j == 0 else PoolJob()
+            if j > 0:
+                setattr(self, f"job{j}", stats)
+            shards = []
+            for m in range(topology.mems):
+                shard = shard_board()
+                setattr(stats, f"shard{m}", shard)
+                if j == 0:
+                    links[f"mem{m}"] = shard.cxl_mem.link
+                shards.append(shard)
+            owned = list(range(j * per_job, (j + 1) * per_job))
+            job_list.append(Job(j, host_name(j), owned, shards, stats))
+        object.__setattr__(self, "jobs", job_list)
         object.__setattr__(self, "fabric", Fabric(topology, links, switches))
-        for m, shard in enumerate(shards):
-            self._bind(m, shard)
+        for job in job_list:
+            for m, shard in enumerate(job.shards):
+                self._bind(job, m, shard)
 
-    def _bind(self, m: int, shard: CxlDBoard) -> None:
-        """Make a single-device board one shard: the board's GPU ``m mod G`` as its
-        GPU, its units named per device, its paths the fabric's."""
-        source = m % self.topology.gpus
+    def _bind(self, job: Job, m: int, shard: CxlDBoard) -> None:
+        """Make a single-device board one shard: its job's GPU ``m mod G`` as its GPU,
+        CXL-MEM m (job 0's shard holds it; the others share it) as its device, its
+        units named per device (shared by every job's shard of it), its paths the
+        fabric's from its job's host."""
+        source = job.gpus[m % len(job.gpus)]
         for name in _SHARED:
             shard._children.pop(name, None)
+        if job.index > 0:
+            shard._children.pop("cxl_mem")
+            object.__setattr__(shard, "cxl_mem", self.jobs[0].shards[m].cxl_mem)
         names = _board_stat_names()
         object.__setattr__(shard, "_stats", [s for s in shard._stats if s.name not in names])
         object.__setattr__(shard, "gpu", self.gpus[source])
@@ -132,22 +184,27 @@ class DisaggregatedBoard(TrainingBoard):
                 continue  # derived from the others
             unit = getattr(shard, attr).replace("cxl_mem.", f"cxl_mem{m}.")
             object.__setattr__(shard, attr, unit.replace("cxl_gpu.", f"cxl_gpu{source}."))
-        ends = {"host": "host", "gpu": f"gpu{source}", "mem": f"mem{m}"}
+        ends = {"host": job.host, "gpu": f"gpu{source}", "mem": f"mem{m}"}
         object.__setattr__(
             shard, "cxl_path", lambda a, b: self.fabric.path(ends.get(a, a), ends.get(b, b))
         )
 
     @property
     def gpu_count(self) -> int:
-        return self.topology.gpus
+        """GPUs of one job (the data-parallel replicas its numerics split over)."""
+        return len(self.jobs[0].gpus)
+
+    @property
+    def shards(self) -> list:
+        return self.jobs[0].shards
 
     # ----- wiring -------------------------------------------------------------------------
     def connect(self, engine, scheduler, spec, batch_size: int, mlp_count=None) -> None:
-        """Place the tables, then connect every shard to its part of the model."""
+        """Place the tables, then connect every job's shards to their part of the model,
+        each job's in its own partition of the devices."""
         object.__setattr__(self, "engine", engine)
         object.__setattr__(self, "scheduler", scheduler)
         object.__setattr__(self, "spec", spec)
-        object.__setattr__(self, "_history", [])
         self._check_index_width(spec)
         if batch_size < self.gpu_count:
             raise ConfigError(
@@ -156,21 +213,34 @@ class DisaggregatedBoard(TrainingBoard):
             )
         pmem = self.shards[0].pmem
         most = pmem.controllers * MAX_MODULES_PER_CONTROLLER * pmem.module_capacity
-        placement = build_sharding(
-            self.sharding, spec.rows_per_table, spec.row_bytes, len(self.shards), most
-        )
+        mems = len(self.shards)
+        placement = build_sharding(self.sharding, spec.rows_per_table, spec.row_bytes, mems, most)
         object.__setattr__(self, "placement", placement)
-        count, stripes = spec.mlp_param_count, len(self.shards)
-        for m, shard in enumerate(self.shards):
-            rows = placement.shard_rows(m)
-            part = dataclasses.replace(
-                spec, num_tables=len(rows), rows_per_table=rows, uncapped_rows=None
-            )
-            stripe = count // stripes + (m < count % stripes)
-            shard.connect(engine, scheduler, part, batch_size, mlp_count=max(stripe, 1))
+        count = spec.mlp_param_count
+        used = [0] * mems
+        for job in self.jobs:
+            job.history = []
+            for m, shard in enumerate(job.shards):
+                rows = placement.shard_rows(m)
+                part = dataclasses.replace(
+                    spec, num_tables=len(rows), rows_per_table=rows, uncapped_rows=None
+                )
+                stripe = count // mems + (m < count % mems)
+                shard.connect(engine, scheduler, part, batch_size, mlp_count=max(stripe, 1))
+                layout = dataclasses.replace(shard.layout, base=used[m])
+                object.__setattr__(shard, "layout", layout)
+                used[m] += layout.size
+        for m, shard in enumerate(self.shards):  # every partition, side by side
+            shard.pmem.capacity = f"{used[m]}B"
+            shard.pmem.check_modules()
+            if used[m] > most:
+                raise ConfigError(
+                    f"pooling: {len(self.jobs)} jobs' partitions of CXL-MEM {m} take "
+                    f"{used[m]:,} B, more than it holds ({most:,} B)"
+                )
         for gpu in self.gpus:
             gpu.check_fits(2 * spec.mlp_param_bytes, "the MLPs and their log snapshot")
-        for g in range(self.gpu_count):
+        for g in range(len(self.gpus)):
             scheduler.resource(f"gpu{g}")
             scheduler.resource(f"cxl_gpu{g}.dcoh")
 
@@ -183,38 +253,53 @@ class DisaggregatedBoard(TrainingBoard):
     def resources(self) -> tuple[str, ...]:
         return ()
 
+    def record_batch(self, ticks: int, job: int = 0) -> None:
+        stats = self.jobs[job].stats
+        stats.batchTicks.sample(ticks)
+        stats.batches += 1
+
     # ----- the batch skeleton ------------------------------------------------------------
-    def issue_batch(self, demand) -> BatchOps:
-        s, n = self.scheduler, demand.batch
-        prev = self._history[-1] if self._history else None
-        self._sample_reuse(demand, prev)
-        sizes = demand.gpu_batch_sizes if self.gpu_count > 1 else [demand.batch_size]
+    def issue_batch(self, demand, job: int = 0) -> BatchOps:
+        """One batch of job ``job``: its GPUs, its shards on every CXL-MEM (a pool's
+        other jobs' ops are named ``job{j}.op``)."""
+        self.scheduler.prefix = f"job{job}." if job else ""
+        try:
+            return self._issue(demand, self.jobs[job])
+        finally:
+            self.scheduler.prefix = ""
+
+    def _issue(self, demand, own: Job) -> BatchOps:
+        job = own.index
+        s, n, shards, gpus = self.scheduler, demand.batch, own.shards, own.gpus
+        prev = own.history[-1] if own.history else None
+        if job == 0:
+            self._sample_reuse(demand, prev)
+        count = len(gpus)
+        sizes = demand.gpu_batch_sizes if count > 1 else [demand.batch_size]
         kernels = list(demand.gpu_kernels) or [demand.kernels]
         parts = self.placement.split(demand, sizes, prev.extra["demands"] if prev else None)
         parts = [
             dataclasses.replace(
-                part,
-                kernels=kernels[m % self.gpu_count],
-                mlp_param_bytes=4 * shard.layout.mlp_count,
+                part, kernels=kernels[m % count], mlp_param_bytes=4 * shard.layout.mlp_count
             )
-            for m, (part, shard) in enumerate(zip(parts, self.shards, strict=True))
+            for m, (part, shard) in enumerate(zip(parts, shards, strict=True))
         ]
-        before = [shard._history[-1] if shard._history else None for shard in self.shards]
-        gate = [op for m, sh in enumerate(self.shards) for op in sh.next_batch_gate(before[m])]
+        before = [shard._history[-1] if shard._history else None for shard in shards]
+        gate = [op for m, sh in enumerate(shards) for op in sh.next_batch_gate(before[m])]
         gate = list(dict.fromkeys(gate))
 
         bottoms = []
-        for g in range(self.gpu_count):
+        for g in range(count):
             deps = list(gate) + ([prev.extra["mlp_updates"][g]] if prev else [])
-            for m, shard in enumerate(self.shards):
-                if m % self.gpu_count == g:
+            for m, shard in enumerate(shards):
+                if m % count == g:
                     deps += shard.bottom_deps(n, parts[m], before[m])
             bottoms.append(
-                self._gpu_op("bottom_fwd", "bottom_mlp", n, g, kernels[g]["bottom_fwd"], deps)
+                self._gpu_op("bottom_fwd", "bottom_mlp", n, gpus[g], kernels[g]["bottom_fwd"], deps)
             )
 
         lookups, to_gpus, shard_ops = [], [], []
-        for m, shard in enumerate(self.shards):
+        for m, shard in enumerate(shards):
             part = parts[m]
             indices = s.op(
                 "indices", "transfer", n, shard.indices_resource,
@@ -229,17 +314,17 @@ class DisaggregatedBoard(TrainingBoard):
             ready = shard.pooled_ready(part, lookup, before[m])
             to_gpu = s.op(
                 "pooled_to_gpu", "transfer", n, shard.to_gpu_resource,
-                lambda now, m=m: self._all_to_gpus(m, sizes), deps=[ready],
+                lambda now, m=m: self._all_to_gpus(m, gpus, sizes), deps=[ready],
             )  # fmt: skip
             lookups.append(lookup)
             to_gpus.append(to_gpu)
 
         tops, grads = [], []
-        for g in range(self.gpu_count):
+        for g in range(count):
             top_kernels = self._combine(sizes[g]) + kernels[g]["interaction_top_fwd"]
             top_kernels += kernels[g]["top_bwd_interaction"]
             top = self._gpu_op(
-                "interaction_top", "top_mlp", n, g, top_kernels, [bottoms[g], *to_gpus]
+                "interaction_top", "top_mlp", n, gpus[g], top_kernels, [bottoms[g], *to_gpus]
             )
             tops.append(top)
             grads.append(
@@ -247,8 +332,8 @@ class DisaggregatedBoard(TrainingBoard):
                     "grads_to_mem",
                     "transfer",
                     n,
-                    f"cxl_gpu{g}.dcoh",
-                    lambda now, g=g: self._all_to_mems(g, sizes[g]),
+                    f"cxl_gpu{gpus[g]}.dcoh",
+                    lambda now, g=g: self._all_to_mems(gpus[g], sizes[g]),
                     deps=[top],
                 )  # fmt: skip
             )
@@ -257,18 +342,18 @@ class DisaggregatedBoard(TrainingBoard):
         )  # fmt: skip
 
         mlp_deps = []
-        for m, shard in enumerate(self.shards):
-            g = m % self.gpu_count
+        for m, shard in enumerate(shards):
+            g = m % count
             ops = BatchOps(
                 n, parts[m], lookups[m], [bottoms[g], to_gpus[m]], tops[g], grads=arrived
             )
             shard_ops.append(ops)
             mlp_deps += shard.mlp_update_deps(ops, before[m])
-        updates_mlp = self._mlp_update(n, kernels, tops, mlp_deps, demand.mlp_param_bytes)
+        updates_mlp = self._mlp_update(n, gpus, kernels, tops, mlp_deps, demand.mlp_param_bytes)
         closing = list(updates_mlp)
-        for m, shard in enumerate(self.shards):
+        for m, shard in enumerate(shards):
             ops = shard_ops[m]
-            ops.bottom_bwd = updates_mlp[m % self.gpu_count]
+            ops.bottom_bwd = updates_mlp[m % count]
             ops.update = s.op(
                 "update", "embedding", n, shard.embedding_resource,
                 lambda now, shard=shard, part=parts[m]: shard.update(part),
@@ -276,7 +361,7 @@ class DisaggregatedBoard(TrainingBoard):
             )  # fmt: skip
             closing += [ops.update, *shard.checkpoint(ops, before[m])]
         end = s.op("batch_end", "idle", n, None, lambda now: 0, deps=closing)
-        for shard, ops in zip(self.shards, shard_ops, strict=True):
+        for shard, ops in zip(shards, shard_ops, strict=True):
             ops.end = end
             shard._history.append(ops)
             if len(shard._history) > 3:
@@ -286,7 +371,7 @@ class DisaggregatedBoard(TrainingBoard):
         )  # fmt: skip
         ops = BatchOps(n, demand, joined, bottoms + to_gpus, tops[0], updates_mlp[0], None, end)
         ops.extra.update(demands=parts, mlp_updates=updates_mlp)
-        self._history = self._history[-2:] + [ops]
+        own.history = own.history[-2:] + [ops]
         return ops
 
     def _sample_reuse(self, demand, prev) -> None:
@@ -303,27 +388,29 @@ class DisaggregatedBoard(TrainingBoard):
             name, category, n, f"gpu{g}", lambda now: gpu.run(kernels), deps=deps
         )
 
-    def _mlp_update(self, n, kernels, tops, mlp_deps, nbytes) -> list[Op]:
+    def _mlp_update(self, n, gpus, kernels, tops, mlp_deps, nbytes) -> list[Op]:
         """Backward, the all-reduce and the optimizer step; the step waits for the MLP
         log's stripes. One GPU: backward and step in one op, as a single device runs."""
-        if self.gpu_count == 1:
+        if len(gpus) == 1:
+            step = kernels[0]["bottom_bwd"]
             return [
-                self._gpu_op(
-                    "bottom_bwd", "bottom_mlp", n, 0, kernels[0]["bottom_bwd"], [tops[0], *mlp_deps]
-                )
+                self._gpu_op("bottom_bwd", "bottom_mlp", n, gpus[0], step, [tops[0], *mlp_deps])
             ]
         backward = [
-            self._gpu_op("bottom_bwd", "bottom_mlp", n, g, kernels[g]["bottom_bwd"][:-1], [tops[g]])
-            for g in range(self.gpu_count)
+            self._gpu_op(
+                "bottom_bwd", "bottom_mlp", n, gpu, kernels[g]["bottom_bwd"][:-1], [tops[g]]
+            )
+            for g, gpu in enumerate(gpus)
         ]
         reduce = self.scheduler.op(
-            "allreduce", "allreduce", n, None, lambda now: self.allreduce(nbytes), deps=backward
-        )
+            "allreduce", "allreduce", n, None, lambda now: self.allreduce(nbytes, gpus),
+            deps=backward,
+        )  # fmt: skip
         return [
             self._gpu_op(
-                "mlp_step", "bottom_mlp", n, g, kernels[g]["bottom_bwd"][-1:], [reduce, *mlp_deps]
+                "mlp_step", "bottom_mlp", n, gpu, kernels[g]["bottom_bwd"][-1:], [reduce, *mlp_deps]
             )
-            for g in range(self.gpu_count)
+            for g, gpu in enumerate(gpus)
         ]
 
     def _combine(self, samples: int) -> list[DeviceCopy]:
@@ -340,40 +427,41 @@ class DisaggregatedBoard(TrainingBoard):
         """The host writes a CXL-MEM its tables' indices over CXL.io (MMIO)."""
         return mmio_write(shard.cxl_path("host", "mem"), index_payload(part, self.index_bytes))
 
-    def _all_to_gpus(self, m: int, sizes: list[int]) -> Stage:
+    def _all_to_gpus(self, m: int, gpus: list[int], sizes: list[int]) -> Stage:
         """CXL-MEM m's DCOH flushes each GPU its samples' pooled vectors of m's tables."""
-        shard = self.shards[m]
+        dcoh = self.shards[m].cxl_mem.dcoh
         per_sample = self.placement.pooled_tables(m) * self.spec.row_bytes
         return merged(
-            shard.cxl_mem.dcoh.flush(self.fabric.path(f"mem{m}", f"gpu{g}"), size * per_sample)
-            for g, size in enumerate(sizes)
+            dcoh.flush(self.fabric.path(f"mem{m}", f"gpu{gpu}"), size * per_sample)
+            for gpu, size in zip(gpus, sizes, strict=True)
         )
 
-    def _all_to_mems(self, g: int, samples: int) -> Stage:
-        """GPU g's DCOH flushes every CXL-MEM the bag gradients of the bags it pooled."""
-        dcoh, row = self.cxl_gpus[g].dcoh, self.spec.row_bytes
+    def _all_to_mems(self, gpu: int, samples: int) -> Stage:
+        """A GPU's DCOH flushes every CXL-MEM the bag gradients of the bags it pooled."""
+        dcoh, row = self.cxl_gpus[gpu].dcoh, self.spec.row_bytes
         return merged(
-            dcoh.flush(self.fabric.path(f"gpu{g}", f"mem{m}"), samples * tables * row)
+            dcoh.flush(self.fabric.path(f"gpu{gpu}", f"mem{m}"), samples * tables * row)
             for m, tables in enumerate(map(self.placement.pooled_tables, range(len(self.shards))))
         )
 
-    def allreduce(self, nbytes: int) -> Stage:
-        """Ring all-reduce of ``nbytes`` over the GPUs: each GPU writes 2(G-1) chunks of
-        nbytes/G to the next over the fabric (a flow per GPU, sharing every link it
-        crosses), and each of the 2(G-1) steps waits for its first line's round trip
-        (a step's chunk can only go once the previous step's has arrived)."""
-        count = self.gpu_count
+    def allreduce(self, nbytes: int, gpus: list[int] | None = None) -> Stage:
+        """Ring all-reduce of ``nbytes`` over ``gpus`` (default: job 0's): each GPU writes
+        2(G-1) chunks of nbytes/G to the next over the fabric (a flow per GPU, sharing
+        every link it crosses), and each of the 2(G-1) steps waits for its first line's
+        round trip (a step's chunk can only go once the previous step's has arrived)."""
+        gpus = self.jobs[0].gpus if gpus is None else gpus
+        count = len(gpus)
         chunk = math.ceil(nbytes / count)
         stages, first = [], 0
-        for g in range(count):
-            following = (g + 1) % count
+        for g, gpu in enumerate(gpus):
+            following = gpus[(g + 1) % count]
             if self.allreduce_link == "nvlink":
-                ports = getattr(self, f"nvlink{g}"), getattr(self, f"nvlink{following}")
+                ports = getattr(self, f"nvlink{gpu}"), getattr(self, f"nvlink{following}")
                 stages.append(bulk_write(CxlPath([(ports[0], "up"), (ports[1], "down")]),
                                          2 * (count - 1) * chunk))  # fmt: skip
             else:
-                path = self.fabric.path(f"gpu{g}", f"gpu{following}")
-                window = self.cxl_gpus[g].dcoh.max_outstanding
+                path = self.fabric.path(f"gpu{gpu}", f"gpu{following}")
+                window = self.cxl_gpus[gpu].dcoh.max_outstanding
                 stages.append(mem_write(path, 2 * (count - 1) * chunk, max_outstanding=window))
             first = max(first, stages[-1].latency)
         stage = merged(stages)

@@ -40,11 +40,12 @@ class TopologySpec:
     cxl: str = "3.0"
 
     @classmethod
-    def single_switch(cls, gpus: int, mems: int) -> TopologySpec:
-        """Every device and the host under one switch (CXL 2.0 suffices)."""
-        attach = {"host": "switch0"} | {f"gpu{g}": "switch0" for g in range(gpus)}
+    def single_switch(cls, gpus: int, mems: int, hosts: int = 1) -> TopologySpec:
+        """Every device and the hosts under one switch (CXL 2.0 suffices)."""
+        attach = {host_name(h): "switch0" for h in range(hosts)}
+        attach |= {f"gpu{g}": "switch0" for g in range(gpus)}
         attach |= {f"mem{m}": "switch0" for m in range(mems)}
-        ports = max(DEFAULT_SWITCH_PORTS, gpus + mems + 1)
+        ports = max(DEFAULT_SWITCH_PORTS, gpus + mems + hosts)
         topology = cls((SwitchSpec("switch0", None, ports),), attach, "2.0")
         topology.check()
         return topology
@@ -56,6 +57,10 @@ class TopologySpec:
     @property
     def mems(self) -> int:
         return sum(name.startswith("mem") for name in self.attach)
+
+    @property
+    def hosts(self) -> int:
+        return sum(name.startswith("host") for name in self.attach)
 
     def switch(self, name: str) -> SwitchSpec:
         return next(s for s in self.switches if s.name == name)
@@ -106,8 +111,9 @@ class TopologySpec:
         for endpoint, name in self.attach.items():
             if name not in names:
                 raise ConfigError(f"topology: {endpoint} attaches to unknown switch {name!r}")
-        if "host" not in self.attach:
-            raise ConfigError("topology: no host")
+        hosts = {name for name in self.attach if name.startswith("host")}
+        if hosts != {host_name(h) for h in range(len(hosts))} or not hosts:
+            raise ConfigError(f"topology: hosts must be host, host1, ..., got {sorted(hosts)}")
         self._check_endpoints("gpu", self.gpus)
         self._check_endpoints("mem", self.mems)
         if self.gpus + self.mems > MAX_ENDPOINTS:
@@ -143,6 +149,11 @@ class TopologySpec:
             )
 
 
+def host_name(index: int) -> str:
+    """The first host is ``host``; a pool's others ``host1``, ``host2``, ..."""
+    return "host" if index == 0 else f"host{index}"
+
+
 def load_topology(path: str | os.PathLike) -> TopologySpec:
     """A topology from a YAML file (docs/topologies.md shows the format)."""
     import yaml
@@ -160,12 +171,13 @@ def load_topology(path: str | os.PathLike) -> TopologySpec:
 
 
 def topology_from_dict(data, where: str = "topology") -> TopologySpec:
-    """``{cxl, switches: {name: {parent, ports}}, host, gpus: {switch: count},
-    cxl_mems: {switch: count}}``: devices are numbered in the order their switches are
-    listed."""
+    """``{cxl, switches: {name: {parent, ports}}, host (or a pool's hosts: {switch:
+    count}), gpus: {switch: count}, cxl_mems: {switch: count}}``: devices are numbered
+    in the order their switches are listed; a pool's job j trains on GPUs
+    [j G/H, (j+1) G/H)."""
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: expected a mapping at the top level")
-    unknown = set(data) - {"cxl", "switches", "host", "gpus", "cxl_mems"}
+    unknown = set(data) - {"cxl", "switches", "host", "hosts", "gpus", "cxl_mems"}
     if unknown:
         raise ConfigError(f"{where}: unknown key {sorted(unknown)[0]!r}")
     switches = []
@@ -180,8 +192,12 @@ def topology_from_dict(data, where: str = "topology") -> TopologySpec:
         if type(ports) is not int:
             raise ConfigError(f"{where}: switch {name!r}: ports must be an integer, got {ports!r}")
         switches.append(SwitchSpec(str(name), settings.get("parent"), ports))
-    attach = {"host": data.get("host", switches[0].name)}
-    for key, kind in (("gpus", "gpu"), ("cxl_mems", "mem")):
+    if "host" in data and "hosts" in data:
+        raise ConfigError(f"{where}: give 'host' (one) or 'hosts' (a pool's), not both")
+    attach = {} if "hosts" in data else {"host": str(data.get("host", switches[0].name))}
+    for key, kind in (("hosts", "host"), ("gpus", "gpu"), ("cxl_mems", "mem")):
+        if key not in data:
+            continue
         counts = data.get(key) or {}
         if not isinstance(counts, dict):
             raise ConfigError(f"{where}: '{key}' must map switch names to device counts")
@@ -190,7 +206,8 @@ def topology_from_dict(data, where: str = "topology") -> TopologySpec:
             if type(count) is not int or count < 0:
                 raise ConfigError(f"{where}: {key} under {switch!r}: bad count {count!r}")
             for _ in range(count):
-                attach[f"{kind}{index}"] = str(switch)
+                name = host_name(index) if kind == "host" else f"{kind}{index}"
+                attach[name] = str(switch)
                 index += 1
     topology = TopologySpec(tuple(switches), attach, str(data.get("cxl", "3.0")))
     topology.check()
@@ -207,8 +224,8 @@ class Fabric:
 
     def path(self, source: str, target: str) -> CxlPath:
         up, down = self.topology.route(source, target)
-        leave = "down" if source == "host" else "up"
-        arrive = "up" if target == "host" else "down"
+        leave = "down" if source.startswith("host") else "up"
+        arrive = "up" if target.startswith("host") else "down"
         hops = [(self.links[source], leave)]
         hops += [(self.switches[name].uplink, "up") for name in up[:-1]]
         hops += [(self.switches[name].uplink, "down") for name in down]

@@ -76,6 +76,8 @@ class ImageLayout:
     mlp_count: int
     max_rows: int
     optimizer: str = "sgd"
+    base: int = 0
+    """Where the image starts in its device: a pooled CXL-MEM's partition (0: alone)."""
 
     def __post_init__(self) -> None:
         for name in ("total_rows", "dim", "mlp_count", "max_rows"):
@@ -138,7 +140,7 @@ class ImageLayout:
         return offset + _align(size)
 
     def offset(self, region: str) -> int:
-        return self.regions()[region][0]
+        return self.base + self.regions()[region][0]
 
     def flag_offset(self, name: str) -> int:
         return self.offset("flags") + 8 * FLAG_NAMES.index(name)

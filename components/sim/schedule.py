@@ -113,6 +113,7 @@ class Scheduler:
         self.resources: dict[str, Unit] = {}
         self.records: list[OpRecord] = []
         self.current: int | None = None
+        self.prefix = ""  # prepended to op names (a pooled run's job{j}. for its other jobs)
 
     def resource(self, name: str) -> Unit:
         if name not in self.resources:
@@ -138,7 +139,7 @@ class Scheduler:
         ``until``: its flows stop when that op ends (a window it may only work in)."""
         deps = list(deps)
         record = OpRecord(
-            len(self.records), name, category, resource, batch, background=background,
+            len(self.records), self.prefix + name, category, resource, batch, background=background,
             deps=tuple(d.record.uid for d in deps),
         )  # fmt: skip
         self.records.append(record)
