@@ -354,6 +354,39 @@ def test_a_replica_share_is_the_samples_it_names():
         assert part.offsets[t][0] == 0 and part.offsets[t][-1] == part.indices[t].size
 
 
+# ----- pooling -----------------------------------------------------------------------------
+def test_pooled_jobs_each_get_their_partition_of_every_device():
+    board = connected(
+        DisaggregatedBoard(CxlBBoard, TopologySpec.single_switch(2, 2, hosts=2), jobs=2)
+    )
+    for m in range(2):
+        first, second = board.jobs[0].shards[m], board.jobs[1].shards[m]
+        assert second.cxl_mem is first.cxl_mem  # one device, shared
+        assert second.layout.base == first.layout.size  # side by side, not aliased
+        assert first.pmem.capacity == first.layout.size + second.layout.size
+        assert second.lookup_resource == first.lookup_resource  # one engine serves both
+    assert board.jobs[1].gpus == [1] and board.jobs[0].gpus == [0]
+
+
+def test_two_pmem_bound_jobs_on_one_pool_each_run_at_half_speed(tmp_path):
+    """RM1 on CXL is PMEM-bound: two jobs sharing the same CXL-MEMs split the PMEM
+    controllers' time, so each batch takes about twice as long as alone; the lost time
+    shows as contention in each job's breakdown."""
+    alone = simulate(DisaggregatedBoard(CxlBoard, TopologySpec.single_switch(1, 2)), tmp_path,
+                     "alone", model="rm1", batches=4)  # fmt: skip
+    pooled = simulate(
+        DisaggregatedBoard(CxlBoard, TopologySpec.single_switch(2, 2, hosts=2), jobs=2),
+        tmp_path, "pooled", model="rm1", batches=4,
+    )  # fmt: skip
+    for job in (pooled, pooled["jobs"][0]):
+        assert job["batch_time_ms"]["mean"] == pytest.approx(
+            2 * alone["batch_time_ms"]["mean"], rel=0.1
+        )
+        assert job["breakdown_ms"]["contention"] > 0.2 * job["batch_time_ms"]["mean"]
+    timeline = (tmp_path / "pooled" / "timeline.csv").read_text()
+    assert ",job1.lookup," in timeline and ",lookup," in timeline
+
+
 # ----- bad topologies -----------------------------------------------------------------------
 BAD = {
     "no GPUs": ({"switches": {"s": None}, "cxl_mems": {"s": 1}}, "no GPUs"),
@@ -401,6 +434,10 @@ def test_impossible_topologies_are_refused_naming_the_problem(case):
         (["--gpus", "2", "--fail-random", "1"], "consistent checkpoint across devices"),
         (["--cxl-mems", "2", "--pmem-image", "x.img"], "consistent checkpoint across devices"),
         (["--topology", "missing.yaml"], "No such file"),
+        (["--pool-jobs", "0"], "--pool-jobs must be at least 1"),
+        (["--pool-jobs", "2", "--functional"], "with --pool-jobs"),
+        (["--pool-jobs", "2", "--topology", "configs/topologies/two_level_4x4.yaml"],
+         "1 hosts for --pool-jobs 2"),
         (["--gpus", "2", "--set", "board.rows.x=1"], "unknown parameter path"),
         (["--set", "board.shard0.cxl_mem.pmem.module_capacity=1MiB", "--cxl-mems", "2"],
          "larger than one CXL-MEM"),
