@@ -140,12 +140,7 @@ class TrainingBoard(SimObject):
         s = self.scheduler
         n = demand.batch
         prev = self._history[-1] if self._history else None
-        self.lookupsPerBatch.sample(demand.lookup.lookups)
-        lookups = max(int(demand.lookup.lookups), 1)
-        self.intraBatchReuse.sample(1 - len(demand.lookup.unique_rows) / lookups)
-        if prev is not None:
-            self.uniqueRows.sample(len(demand.lookup.unique_rows))
-            self.reusedRows.sample(demand.lookup.reused_rows)
+        self.sample_reuse(demand, prev)
         gate = self.next_batch_gate(prev)
         kernels = demand.kernels
         indices = s.op(
@@ -226,6 +221,15 @@ class TrainingBoard(SimObject):
         if len(self._history) > 3:
             self._history.pop(0)
         return ops
+
+    def sample_reuse(self, demand, prev: BatchOps | None) -> None:
+        """The batch's lookups, distinct rows and their reuse, into the board's stats."""
+        self.lookupsPerBatch.sample(demand.lookup.lookups)
+        lookups = max(int(demand.lookup.lookups), 1)
+        self.intraBatchReuse.sample(1 - len(demand.lookup.unique_rows) / lookups)
+        if prev is not None:
+            self.uniqueRows.sample(len(demand.lookup.unique_rows))
+            self.reusedRows.sample(demand.lookup.reused_rows)
 
     # ----- template methods: placement and data movement ------------------------------
     gpu_count = 1  # data-parallel replicas (components/boards/disaggregated.py has more)

@@ -20,6 +20,11 @@ them. Per batch:
   so the log's PMEM writes and link bytes divide over the devices, and the GPUs'
   update waits for every stripe (the parameters before the update are durable).
 
+Tables are placed table-wise or row-wise (components/boards/sharding.py; row-wise, the
+GPUs add the devices' partial sums). With ``jobs`` > 1 several hosts' jobs, each on GPUs
+of its own, share the CXL-MEMs (pooling): each job has its own shards (protocol state)
+in its own partition of every device, and all of them share the devices' units.
+
 Every flow crosses the links and switch ports of its route in the flow network, so the
 all-to-all, the all-reduce and the logs share them. A failure model across devices is
 the next issue's (docs/topologies.md): failure runs are refused on this board.
@@ -273,7 +278,7 @@ class DisaggregatedBoard(TrainingBoard):
         s, n, shards, gpus = self.scheduler, demand.batch, own.shards, own.gpus
         prev = own.history[-1] if own.history else None
         if job == 0:
-            self._sample_reuse(demand, prev)
+            self.sample_reuse(demand, prev)
         count = len(gpus)
         sizes = demand.gpu_batch_sizes if count > 1 else [demand.batch_size]
         kernels = list(demand.gpu_kernels) or [demand.kernels]
@@ -373,14 +378,6 @@ class DisaggregatedBoard(TrainingBoard):
         ops.extra.update(demands=parts, mlp_updates=updates_mlp)
         own.history = own.history[-2:] + [ops]
         return ops
-
-    def _sample_reuse(self, demand, prev) -> None:
-        self.lookupsPerBatch.sample(demand.lookup.lookups)
-        lookups = max(int(demand.lookup.lookups), 1)
-        self.intraBatchReuse.sample(1 - len(demand.lookup.unique_rows) / lookups)
-        if prev is not None:
-            self.uniqueRows.sample(len(demand.lookup.unique_rows))
-            self.reusedRows.sample(demand.lookup.reused_rows)
 
     def _gpu_op(self, name, category, n, g, kernels, deps) -> Op:
         gpu = self.gpus[g]
