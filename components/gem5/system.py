@@ -10,6 +10,10 @@ is MemCtrl + DDR4_2400_8x8. Transfers land in SimpleMemories, one per (side, mes
 class); each route gets a SerialLink per hop, clocked for its message class (the CXL
 switch is a NoncoherentXBar between hops). Generators come in pools, one per (side,
 window, table write), sized for the most streams a pool runs at once.
+
+A disaggregated board (N GPUs x M CXL-MEMs) gets one such table memory per CXL-MEM on
+its own address range (side ``mem{m}``), a crossbar per switch, and one SerialLink per
+(link, direction, message class) that its routes cross, shared by all of them.
 """
 
 from __future__ import annotations
