@@ -49,6 +49,11 @@ def _links(board) -> dict[str, SerialLink]:
     }
 
 
+def _dcoh(board, side: str):
+    index = int(side[3:])
+    return (board.shards[index].cxl_mem if side.startswith("mem") else board.cxl_gpus[index]).dcoh
+
+
 def _clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
 
@@ -102,6 +107,18 @@ def test_each_flow_becomes_a_transfer_that_moves_what_the_links_carried(system, 
                             expected[key] = expected.get(key, 0) + link.serialization_ticks(nbytes)
             used = {r: round(v) for r, v in recorded.needs.items() if r in links}
             assert used == expected, (plan.batch, plan.name)
+            shared: dict[str, list[int]] = {}  # a DCOH's legs share its trackers
+            for s in stage.streams:
+                if isinstance(s, LinearStream) and s.route[2] in ("flush", "read"):
+                    shared.setdefault(s.route[0], []).append(s.window)
+            for issuer, windows in shared.items():
+                dcoh = _dcoh(board, issuer)
+                assert abs(sum(windows) - dcoh.max_outstanding) <= len(windows) / 2, plan.name
+            if plan.name == "allreduce":  # a ring: each GPU sends to one other, once
+                pairs = [s.route[:2] for s in stage.streams]
+                gpus = {f"gpu{g}" for g in range(board.gpu_count)}
+                assert {a for a, _ in pairs} == {b for _, b in pairs} == gpus
+                assert len(pairs) == len(gpus) and all(a != b for a, b in pairs)
     assert {
         ("indices", "mmio"),
         ("pooled_to_gpu", "flush"),
