@@ -5,6 +5,7 @@ message sizes, then 2 x 2 CXL-B and CXL replayed in a real gem5.opt (``GEM5``, e
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import subprocess
@@ -256,3 +257,23 @@ def test_compare_backends_prints_both_sides_for_2x2():
     assert "gem5" in lines[1] and "(batch)" in run.stdout
     assert sum(" allreduce " in line for line in lines) == 1
     assert sum(" pooled_to_gpu " in line for line in lines) == 2  # one per CXL-MEM
+
+
+@needs_gem5
+@pytest.mark.gem5
+def test_trainingcxl_config_replays_a_2x2_run_under_gem5(tmp_path):
+    """Under gem5.opt the config no longer refuses --gpus/--cxl-mems: results.json gains
+    the gem5 side of every CXL-MEM's and GPU's memory ops."""
+    argv = ["--system", "cxl", *TWO_BY_TWO, "--model", "rmc1", "--batch-size", "16"]
+    run = subprocess.run(
+        [GEM5, "-d", str(tmp_path / "m5"), str(ROOT / "configs/trainingcxl.py"), *argv]
+        + ["--batches", "1", "--outdir", str(tmp_path / "out"), "--no-progress"],
+        capture_output=True,
+        text=True,
+        env={**_clean_env(), "VIRTUAL_ENV": str(Path(sys.prefix))},
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    names = [op["op"] for op in results["gem5"]["ops"]]
+    assert names.count("lookup") == names.count("pooled_to_gpu") == 2
+    assert names.count("grads_to_mem") == 2 and names.count("allreduce") == 1

@@ -18,6 +18,11 @@ each stage a set of streams that gem5 runs side by side, then a wait:
 
 Ops without memory traffic (GPU kernels, bookkeeping) keep no stages: the concurrent
 replay gives them their built-in duration.
+
+A disaggregated board's ops are planned flow by flow (``_fabric_transfers``): each
+CXL-MEM's table streams on its own side (``mem{m}``) and address range, one transfer
+per flow of a stage along ``Fabric.path`` (pooled vectors to every GPU, gradients to
+every CXL-MEM, the ring all-reduce's peer-to-peer CXL.mem writes).
 """
 
 from __future__ import annotations
