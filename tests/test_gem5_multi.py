@@ -80,7 +80,8 @@ def _wire(kind: str, nbytes: int) -> tuple[int, int]:
 
 # ----- plans, without gem5 ---------------------------------------------------------------
 @pytest.mark.parametrize(
-    "system, argv", [("cxl-b", TWO_BY_TWO), ("cxl", TWO_BY_TWO), ("cxl", TREE)]
+    "system, argv",
+    [("cxl-d", TWO_BY_TWO), ("cxl-b", TWO_BY_TWO), ("cxl", TWO_BY_TWO), ("cxl", TREE)],
 )
 def test_each_flow_becomes_a_transfer_that_moves_what_the_links_carried(system, argv):
     """Rebuilt from the CXL message sizes over each transfer's route, the link needs of
