@@ -3,6 +3,7 @@
     python scripts/compare_backends.py --system cxl --model rm1 --batches 2
     python scripts/compare_backends.py --system cxl --batches 2 --no-xpbuffer
     python scripts/compare_backends.py --system pmem --model rm4 --gem5-sample 2000
+    python scripts/compare_backends.py --system cxl-b --gpus 2 --cxl-mems 2 --model rmc1
 
 gem5 is ``GEM5`` or ../shared/gem5/gem5 beside the checkout (``GEM5=``, empty: none);
 this script runs itself again under it (as __m5_main__, with the environment its
@@ -152,6 +153,7 @@ def _own_options(argv: list[str]) -> tuple[list[str], bool, int]:
 def main(argv: list[str]) -> int:
     def body() -> int:
         from components.gem5 import binary
+        from components.gem5.ops import table_devices
         from simulate.configure import prepare
         from simulate.gem5_run import refusal
         from simulate.job import validate
@@ -163,7 +165,8 @@ def main(argv: list[str]) -> int:
         check_memory(options)
         _, _, board = prepare(options)
         if no_buffer:
-            run_argv += ["--set", f"{board.table_memory().path}.buffer_lines=0"]
+            for _, device, _ in table_devices(board):  # every CXL-MEM's, on many
+                run_argv += ["--set", f"{device.path}.buffer_lines=0"]
         gem5 = binary()
         if gem5:
             check_gem5(gem5)

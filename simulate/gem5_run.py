@@ -13,7 +13,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from components.gem5.ops import Unrealizable, check_realizable, plan_ops, sampled
+from components.gem5.ops import (
+    ShardedBatch,
+    Unrealizable,
+    check_realizable,
+    multi_device,
+    plan_ops,
+    sampled,
+)
 from components.gem5.record import RecordingScheduler, record_devices
 from components.sim.engine import Engine
 from simulate.configure import (
@@ -43,17 +50,19 @@ def refusal(argv: list[str]) -> str | None:
 
 
 def record_builtin(options: RunOptions):
-    """The built-in run with every stage and stream recorded: (board, traces, demands)."""
+    """The built-in run with every stage and stream recorded: (board, traces, demands);
+    a disaggregated board's demands keep each CXL-MEM's part (ShardedBatch)."""
     spec, batch_size = resolve_spec(options), batch_size_of(options)
     engine = Engine()
     scheduler = RecordingScheduler(engine)
     board = connected_board(options, spec, batch_size, engine, scheduler)
     record_devices(board, scheduler)
+    sharded = multi_device(board)
     inputs = input_generator(options, spec, batch_size)
     demands = {}
 
     def issued(n: int, demand, ops) -> None:
-        demands[n] = demand
+        demands[n] = ShardedBatch(demand, tuple(ops.extra["demands"])) if sharded else demand
         scheduler.created_after = ops.lookup.record.uid  # later ops: the next batch's
 
     drive_batches(engine, board, spec, inputs, range(options.batches), issued=issued)

@@ -33,7 +33,7 @@ from simulate.configure import (
 from simulate.failures import failure_field, record_run
 from simulate.host import drive_batches
 from simulate.image_copy import named_as_given, working_image
-from simulate.options import RunOptions, SamplePlan, UsageError, refuse_multi_device
+from simulate.options import RunOptions, SamplePlan, UsageError
 from simulate.preflight import check_paths, failure_run
 from workloads.models import ModelSpec
 from workloads.training import FunctionalTrainer
@@ -56,8 +56,8 @@ def run_job(options: RunOptions) -> dict[str, Any]:
     if gem5.available() and (options.sample_plan is not None or options.checkpoint != "paper"):
         raise UsageError("under gem5 a run replays every batch of the paper's protocols: "
                          "drop --sample and --checkpoint")  # fmt: skip
-    if gem5.available():
-        refuse_multi_device(options, "the gem5 realization")
+    if gem5.available() and options.pool_jobs > 1:
+        raise UsageError("the gem5 realization replays one job: drop --pool-jobs")
     if options.sample_plan is not None:
         from simulate.sampling import run_sampled  # it builds on this module
 

@@ -491,7 +491,7 @@ def multi_device(options: RunOptions) -> bool:
 
 
 def refuse_multi_device(options: RunOptions, tool: str) -> None:
-    """Tools that model one device's protocol (crash exploration, the gem5 replay) say so."""
+    """Tools that model one device's protocol (crash exploration) say so."""
     if multi_device(options):
         raise UsageError(
             f"{tool} covers one GPU and one CXL-MEM so far: drop --gpus, --cxl-mems and "

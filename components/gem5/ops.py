@@ -18,6 +18,11 @@ each stage a set of streams that gem5 runs side by side, then a wait:
 
 Ops without memory traffic (GPU kernels, bookkeeping) keep no stages: the concurrent
 replay gives them their built-in duration.
+
+A disaggregated board's ops are planned flow by flow (``_fabric_transfers``): each
+CXL-MEM's table streams on its own side (``mem{m}``) and address range, one transfer
+per flow of a stage along ``Fabric.path`` (pooled vectors to every GPU, gradients to
+every CXL-MEM, the ring all-reduce's peer-to-peer CXL.mem writes).
 """
 
 from __future__ import annotations
@@ -41,11 +46,57 @@ REGION_BASE = 1 << 44  # transfer targets: one region per (side, message class)
 REGION_SPAN = 1 << 36
 SIDES = ("mem", "gpu", "host")
 CLASSES = ("flush", "read", "mmio", "copy")
+FABRIC_BASE = REGION_BASE + (1 << 42)  # a disaggregated board's endpoints (gpu{g}, mem{m})
+FABRIC_CLASSES = (*CLASSES, "memwr")  # memwr: a peer-to-peer CXL.mem write (all-reduce)
 
 
 def region(side: str, kind: str) -> int:
     """Base address of the memory on ``side`` that ``kind`` transfers target."""
-    return REGION_BASE + (SIDES.index(side) * len(CLASSES) + CLASSES.index(kind)) * REGION_SPAN
+    if side in SIDES and kind in CLASSES:
+        return REGION_BASE + (SIDES.index(side) * len(CLASSES) + CLASSES.index(kind)) * REGION_SPAN
+    slot = _endpoint_slot(side) * len(FABRIC_CLASSES) + FABRIC_CLASSES.index(kind)
+    return FABRIC_BASE + slot * REGION_SPAN
+
+
+def _endpoint_slot(side: str) -> int:
+    """host 0, mem{m} 1 + 2m, gpu{g} 2 + 2g: every fabric endpoint its own regions."""
+    if side == "host":
+        return 0
+    kind, index = side[:3], int(side[3:])
+    return (1 if kind == "mem" else 2) + 2 * index
+
+
+def multi_device(board) -> bool:
+    """A disaggregated board (components/boards/disaggregated.py): its CXL-MEMs are shards."""
+    return hasattr(board, "shards")
+
+
+@dataclass(frozen=True)
+class ShardedBatch:
+    """A disaggregated board's batch: the whole demand and each CXL-MEM's part of it."""
+
+    whole: object
+    parts: tuple
+
+
+def table_devices(board) -> list[tuple[str, object, int]]:
+    """(requester side, device, base address) of each memory holding tables: one on a
+    single-device board (at 0), one per CXL-MEM on a disaggregated one, each at its own
+    base (a power of two at least every device's span, so interleaving bits agree)."""
+    if not multi_device(board):
+        return [(engine_side(board), board.table_memory(), 0)]
+    devices = [shard.table_memory() for shard in board.shards]
+    span = max(tr.memory_span(d.capacity, d.controllers, d.interleave) for d in devices)
+    if span * len(devices) > REGION_BASE:
+        raise Unrealizable(
+            f"{len(devices)} CXL-MEMs of {span:,} B do not fit below the transfer regions"
+        )
+    return [(f"mem{m}", device, m * span) for m, device in enumerate(devices)]
+
+
+def _device_place(board, device) -> tuple[str, int]:
+    """The requester side and base address of a table memory."""
+    return next((side, base) for side, d, base in table_devices(board) if d is device)
 
 
 @dataclass(frozen=True)
@@ -126,7 +177,8 @@ class Unrealizable(ConfigError):
 
 def check_realizable(board) -> None:
     """Refuse, in one line, what this realization cannot model."""
-    kind = type(board.table_memory()).__name__
+    memory = board.shards[0].table_memory() if multi_device(board) else board.table_memory()
+    kind = type(memory).__name__
     if kind not in ("Pmem", "Dram"):
         raise Unrealizable(
             f"--system {board.system}: gem5 has no stock SimObject for its tables' {kind} "
@@ -148,37 +200,47 @@ def plan_ops(board, traces: dict[int, OpTrace], demands: dict[int, object]) -> l
     links = _link_resources(board)
     plans = []
     for trace in sorted(traces.values(), key=lambda t: t.record.uid):
-        legs = list(_legs(board, trace.record.name))
+        legs = [] if multi_device(board) else list(_legs(board, trace.record.name))
         plan = OpPlan(trace)
         for stage in trace.stages:
-            uses_links = any(resource in links for resource in stage.needs)
-            leg = None
-            if uses_links:
-                if not legs:
+            demand = demands[trace.record.batch]
+            transfers = []
+            if any(resource in links for resource in stage.needs):
+                if multi_device(board):
+                    transfers = _fabric_transfers(board, trace, stage, demand)
+                elif legs:
+                    leg = legs.pop(0)
+                    transfers = [(leg, _leg_bytes(board, trace.record.name, stage, demand))]
+                else:
                     raise Unrealizable(
                         f"{board.system}: no gem5 realization of the transfer in "
                         f"{trace.record.name}"
                     )
-                leg = legs.pop(0)
-            demand = demands[trace.record.batch]
-            plan.stages.append(_stage_plan(board, trace.record.name, stage, leg, demand))
+            plan.stages.append(_stage_plan(board, trace.record.name, stage, transfers))
         if not plan.realized:
             plan.stages = []
         plans.append(plan)
     return plans
 
 
-def _stage_plan(board, op: str, stage: StageRecord, leg: Leg | None, demand) -> StagePlan:
+def _stage_plan(board, op: str, stage: StageRecord, transfers: list[tuple[Leg, int]]) -> StagePlan:
+    """A stage's memory streams and transfers; transfers a DCOH runs together share its
+    trackers (each gets its share of the bytes), and the stage's latency keeps the
+    longest first line, as the built-in engine merges them."""
     streams: list[TraceStream | LinearStream] = []
     compute = _compute_ticks(board, stage)
     for record in stage.streams:
         if record.requests:
             streams += _memory_streams(board, op, stage, record, compute)
     modelled = _memory_latency(stage)
-    if leg is not None:
-        transfer = _transfer(board, leg, _leg_bytes(board, op, stage, demand))
-        streams.append(transfer)
-        modelled += transfer_latency(board, leg)
+    if transfers:
+        issued = {}
+        for leg, nbytes in transfers:
+            issued[leg.issuer] = issued.get(leg.issuer, 0) + nbytes
+        for leg, nbytes in transfers:
+            share = nbytes / issued[leg.issuer] if issued[leg.issuer] else 1.0
+            streams.append(_transfer(board, leg, nbytes, share))
+        modelled += max(transfer_latency(board, leg) for leg, _ in transfers)
     if not streams:  # a software step (a synchronization) or arithmetic alone
         return StagePlan([], stage.alone, stage.alone)
     return StagePlan(streams, max(stage.latency - modelled, 0), stage.alone)
@@ -199,7 +261,9 @@ def _memory_streams(
     if compute > 0:
         ticks = np.floor(packets.request * (compute / addresses.size)).astype(np.int64)
     write = record.kind == "write"
-    side = engine_side(board)
+    side, base = _device_place(board, device)
+    if base:
+        packets = replace(packets, addr=packets.addr + base)
     if side == "host":
         rows = _fence_group(board, stage, record) or record.outstanding or 0
         window = max(round(rows * per_request), 1) if rows else 0
@@ -321,6 +385,48 @@ def _legs(board, op: str) -> list[Leg]:
     return table.get(op, [])
 
 
+def _fabric_transfers(
+    board, trace: OpTrace, stage: StageRecord, batch: ShardedBatch
+) -> list[tuple[Leg, int]]:
+    """A disaggregated board's transfers of one stage and their bytes, flow by flow as
+    components/boards/disaggregated.py issues them: the host's indices to one CXL-MEM,
+    its pooled vectors to every GPU, each GPU's gradients to every CXL-MEM, the ring
+    all-reduce (each GPU to the next), and a shard's MLP-log pull from its GPU."""
+    op, gpus = trace.record.name, board.gpu_count
+    whole, row = batch.whole, board.spec.row_bytes
+    sizes = whole.gpu_batch_sizes if gpus > 1 else [whole.batch_size]
+    if op == "allreduce":
+        chunk = math.ceil(whole.mlp_param_bytes / gpus)
+        steps = 2 * (gpus - 1) * chunk
+        return [(Leg(f"gpu{g}", f"gpu{(g + 1) % gpus}", "memwr"), steps) for g in range(gpus)]
+    if op == "grads_to_mem":
+        g = int(trace.record.resource.split(".")[0].removeprefix("cxl_gpu"))
+        return [
+            (Leg(f"gpu{g}", f"mem{m}", "flush"), sizes[g] * board.placement.pooled_tables(m) * row)
+            for m in range(len(board.shards))
+        ]
+    m = _shard_of(board, trace, stage)
+    if op == "indices":
+        payload = index_payload(batch.parts[m], board.index_bytes)
+        return [(Leg("host", f"mem{m}", "mmio"), tr.mmio_bytes(payload))]
+    if op == "pooled_to_gpu":
+        per_sample = board.placement.pooled_tables(m) * row
+        return [(Leg(f"mem{m}", f"gpu{g}", "flush"), n * per_sample) for g, n in enumerate(sizes)]
+    source = f"gpu{m % gpus}"  # a log pulls its stripe of the MLPs (a CXL.cache read)
+    return [(Leg(f"mem{m}", source, "read"), _mlp_log_bytes(board.shards[m], stage))]
+
+
+def _shard_of(board, trace: OpTrace, stage: StageRecord) -> int:
+    """The CXL-MEM an op belongs to: its unit (``cxl_mem{m}.*``), else the links it uses."""
+    unit = trace.record.resource or ""
+    for m, shard in enumerate(board.shards):
+        if unit.startswith(f"cxl_mem{m}.") or any(
+            resource.startswith(f"{shard.path}.") for resource in stage.needs
+        ):
+            return m
+    raise Unrealizable(f"no CXL-MEM owns the transfer in {trace.record.name}")
+
+
 def _leg_bytes(board, op: str, stage: StageRecord, demand) -> int:
     """Bytes an op's transfer moves: the batch's indices, pooled vectors, gradients or
     MLP parameters; a log's pull moves what the stage writes into the MLP log."""
@@ -355,12 +461,16 @@ def _mlp_log_bytes(board, stage: StageRecord) -> int:
     return total
 
 
-def _transfer(board, leg: Leg, nbytes: int) -> LinearStream:
+def _transfer(board, leg: Leg, nbytes: int, share: float = 1.0) -> LinearStream:
+    """A leg as a LinearGen: a DCOH stream gets ``share`` of its trackers (those it
+    shares with the issuer's other legs of the stage), a CXL.mem write its own."""
     window, period, delay = 0, 0, 0
     if leg.kind in ("flush", "read"):
+        window = max(round(_dcoh(board, leg).max_outstanding * share), 1)
+    elif leg.kind == "memwr":
         window = _dcoh(board, leg).max_outstanding
     if leg.kind == "flush":  # DirtyEvict out, GO_WritePull back, then the data
-        delay = board.cxl_path(leg.issuer, leg.target).one_way_ticks(_header("D2H Req"))
+        delay = _path(board, leg.issuer, leg.target).one_way_ticks(_header("D2H Req"))
     elif leg.kind == "copy":
         link = hops(board, leg.issuer, leg.target)[0][0]
         period = tr.period_for(link.effective_bandwidth * board.cuda.dma_efficiency)
@@ -381,7 +491,23 @@ def _header(message: str) -> int:
 
 
 def _dcoh(board, leg: Leg):
+    if multi_device(board):
+        index = int(leg.issuer[3:])
+        device = board.shards[index].cxl_mem if leg.issuer[:3] == "mem" else board.cxl_gpus[index]
+        return device.dcoh
     return (board.cxl_mem if leg.issuer == "mem" else board.cxl_gpu).dcoh
+
+
+def _path(board, issuer: str, target: str):
+    """The CXL path between two sides (a disaggregated board's: through its fabric)."""
+    if multi_device(board):
+        return board.fabric.path(issuer, target)
+    return board.cxl_path(issuer, target)
+
+
+def gpu_of(board, side: str):
+    """The GPU on a side (``gpu`` or ``gpu{g}``)."""
+    return board.gpus[int(side[3:])] if multi_device(board) else board.gpu
 
 
 def transfer_latency(board, leg: Leg) -> int:
@@ -390,9 +516,11 @@ def transfer_latency(board, leg: Leg) -> int:
     its own tracker share, a posted CXL.io write's one-way latency, a copy's propagation."""
     if leg.kind == "copy":
         return hops(board, leg.issuer, leg.target)[0][0].propagation_latency
-    path = board.cxl_path(leg.issuer, leg.target)
+    path = _path(board, leg.issuer, leg.target)
     if leg.kind == "mmio":
         return path.one_way_ticks(0)
+    if leg.kind == "memwr":  # a peer's own window: the first line's whole round trip
+        return path.round_trip_ticks(_header("M2S RwD") + LINE_BYTES, _header("S2M NDR"))
     req = _header("D2H Req")
     if leg.kind == "flush":
         data = _header("D2H Data") + LINE_BYTES
@@ -404,6 +532,8 @@ def transfer_latency(board, leg: Leg) -> int:
 
 def hops(board, issuer: str, target: str) -> list[tuple[SerialLink, str]]:
     """The links (and directions) from one side to another."""
+    if multi_device(board):
+        return list(board.fabric.path(issuer, target).hops)
     if hasattr(board, "cxl_switch"):
         return list(board.cxl_path(issuer, target).hops)
     if board.system == "pcie":
@@ -427,6 +557,16 @@ def _link_resources(board) -> set[str]:
     }
 
 
+def switches(board, issuer: str, target: str) -> tuple:
+    """The switches a transfer crosses, in order (none on the PCIe and host systems)."""
+    if multi_device(board) or hasattr(board, "cxl_switch"):
+        return tuple(_path(board, issuer, target).switches)
+    return ()
+
+
 def _memory_resources(board) -> set[str]:
-    device = board.table_memory()
-    return {device.resource(c) for c in range(device.controllers)}
+    return {
+        device.resource(c)
+        for _, device, _ in table_devices(board)
+        for c in range(device.controllers)
+    }

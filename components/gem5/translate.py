@@ -259,13 +259,20 @@ def memory_span(need: int, controllers: int, interleave: int) -> int:
 
 
 # ----- links and the switch ------------------------------------------------------------
-LINE_HEADERS = {"flush": ("D2H Req", "D2H Data"), "read": ("H2D Data",), "mmio": (), "copy": ()}
+LINE_HEADERS = {
+    "flush": ("D2H Req", "D2H Data"),
+    "read": ("H2D Data",),
+    "mmio": (),
+    "copy": (),
+    "memwr": ("M2S RwD",),
+}
 
 
 def line_bytes_on_wire(kind: str) -> int:
     """Payload-equivalent bytes one 64 B line costs on a link, by message class: a CXL
     flush (D2H Req + D2H Data header + 64 B), a CXL.cache read's data (H2D Data header
-    + 64 B), a CXL.io write or a PCIe copy (64 B: their TLP headers are per TLP)."""
+    + 64 B), a peer-to-peer CXL.mem write (M2S RwD header + 64 B), a CXL.io write or a
+    PCIe copy (64 B: their TLP headers are per TLP)."""
     if kind not in LINE_HEADERS:
         raise ValueError(f"unknown message class {kind!r}; one of {sorted(LINE_HEADERS)}")
     return LINE_BYTES + sum(math.ceil(HEADER_BITS[m] / 8) for m in LINE_HEADERS[kind])
