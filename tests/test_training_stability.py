@@ -84,8 +84,8 @@ def test_a_nan_stops_training_before_it_reaches_the_model():
 def test_a_diverging_run_is_one_line_naming_the_batch_and_writes_nothing(tmp_path, monkeypatch):
     create = FunctionalTrainer.create.__func__
 
-    def unstable(cls, spec, seed, relaxed, lr=None, optimizer="sgd"):
-        return create(cls, spec, seed, relaxed, lr=1e4, optimizer=optimizer)
+    def unstable(cls, spec, seed, relaxed, lr=None, optimizer="sgd", replicas=1):
+        return create(cls, spec, seed, relaxed, lr=1e4, optimizer=optimizer, replicas=replicas)
 
     monkeypatch.setattr(FunctionalTrainer, "create", classmethod(unstable))
     out = tmp_path / "out"

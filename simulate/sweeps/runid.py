@@ -25,6 +25,7 @@ NAMED_DEFAULTS = {
     "gpus": 1,
     "cxl_mems": 1,
     "sharding": "table",
+    "pool_jobs": 1,
 }
 
 
