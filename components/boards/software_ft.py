@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -48,11 +49,29 @@ _CPR = "CPR (Maeng et al., MLSys 2021)"
 _CNR = "Check-N-Run (Eisenman et al., NSDI 2022)"
 
 
+@dataclass
+class Taken:
+    """One checkpoint as the policy took it, for the failure model: the batch whose
+    state it holds (after that batch's update), every row (``rows`` None) or the rows
+    modified since the previous one, its stored bytes, and the op whose end makes it
+    durable (the store write; its commit record is written last)."""
+
+    batch: int
+    rows: np.ndarray | None
+    stored: int
+    write: Op
+
+    @property
+    def full(self) -> bool:
+        return self.rows is None
+
+
 class SoftwareCheckpoint(SimObject):
     """A periodic checkpoint of host-resident tables to a store; subclasses say what a
     checkpoint holds and how training waits for it."""
 
     policy = "none"
+    replays = False  # after a failure: the batches since the checkpoint rerun (or lost)
     interval = Float(
         0.0,
         "simulated seconds between checkpoints (0: sqrt(2 x estimated checkpoint time x "
@@ -78,6 +97,7 @@ class SoftwareCheckpoint(SimObject):
         self.checkpointRows = self.scalar("checkpointRows", "embedding rows checkpointed", "Count")
         object.__setattr__(self, "_last", None)  # tick the last checkpoint was due at
         object.__setattr__(self, "_modified", np.zeros(0, dtype=np.int64))
+        object.__setattr__(self, "taken", [])  # Taken, in the order written
 
     # ----- what the board calls --------------------------------------------------------
     def size(self, layout) -> None:
@@ -104,12 +124,13 @@ class SoftwareCheckpoint(SimObject):
             seconds = math.sqrt(2 * full / self.store.write_bandwidth * self.mtbf)
         return seconds * TICKS_PER_SECOND
 
-    def recovery(self, board) -> Iterator[Stage]:
-        """After a failure: the checkpoint read back from the store into the tables'
-        memory (in order), then the MLPs copied to the GPU."""
+    def recovery(self, board, nbytes: int | None = None) -> Iterator[Stage]:
+        """After a failure: ``nbytes`` of checkpoints (default ``recovery_bytes``) read
+        back from the store into the tables' memory (in order), then the MLPs copied to
+        the GPU."""
         size = board.layout.regions()["data"][1]
         yield bulk_stage(
-            ("read", self.store, self.recovery_bytes(board)),
+            ("read", self.store, self.recovery_bytes(board) if nbytes is None else nbytes),
             ("write", board.checkpoint_source(), size),
             latency=board.host.op_overhead,
         )
@@ -182,13 +203,16 @@ class CprCheckpoint(SoftwareCheckpoint):
             yield self.dump(board, data + ops.demand.mlp_param_bytes)
 
         deps = [ops.update, ops.bottom_bwd]
-        return [board.scheduler.op("cpr_checkpoint", "checkpoint", n, HostCpu.UNIT, body, deps)]
+        op = board.scheduler.op("cpr_checkpoint", "checkpoint", n, HostCpu.UNIT, body, deps)
+        self.taken.append(Taken(n, None, data + ops.demand.mlp_param_bytes, op))
+        return [op]
 
 
 class CheckNRunCheckpoint(SoftwareCheckpoint):
     """Differential, optionally quantized, decoupled checkpoints."""
 
     policy = "check-n-run"
+    replays = True
     quantize = Enum(
         "none",
         "bits per element of checkpointed rows (none: FP32 as trained)",
@@ -272,13 +296,18 @@ class CheckNRunCheckpoint(SoftwareCheckpoint):
 
         writing = s.op("cnr_write", "checkpoint", n, "ckpt_store", write, [snap], background=True)
         object.__setattr__(self, "_writing", writing)
+        start = board.layout.regions()["data"][0]
+        held = None if full else (rows - start) // row_bytes
+        self.taken.append(Taken(n, held, stored, writing))
         return [snap]
 
 
 class NoCheckpoint(SoftwareCheckpoint):
-    """Nothing saved: a failure loses the tables (the lower bound on overhead)."""
+    """Nothing saved: a failure loses the tables (the lower bound on overhead); training
+    restarts from the initial weights."""
 
     policy = "none"
+    replays = True
 
     def checkpoint_ops(self, board, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
         return []

@@ -1,0 +1,156 @@
+"""Power failures injected into a run under a software checkpoint policy (--checkpoint).
+
+The recorded run (simulate/recording.py) trains with real numerics while its board's
+policy takes checkpoints (components/boards/software_ft.py logs each: batch, rows,
+bytes, write op). Their contents, the recorded tables after that batch (quantized as
+the policy writes them), go to a store model that outlives the power
+(components/persistence/checkpoints.py), durable when their write op ends. A failure at
+tick T tears the write in flight; recovery reads the newest complete chain back (timed
+on a fresh board: its bytes from ``board.ft.store`` into the tables' memory, the MLPs
+to the GPU; a failure during it starts it over); training resumes on a fresh board
+(Check-N-Run: from the batch after the checkpoint, replaying; CPR: from the batch the
+failure interrupted, the ones between lost; nothing complete: the initial weights).
+Each recovery is judged by simulate/ft_oracle.py against the policy's guarantee.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from components.energy import EnergyReport
+from components.persistence.checkpoints import ChainRecovery, CheckpointStore, Stored
+from components.sim.engine import Engine
+from components.sim.schedule import Scheduler
+from components.sim.units import ticks_to_ms
+from simulate.configure import connected_board, resolve_functional
+from simulate.ft_oracle import StretchHistory, judge, promised_of, want_at
+from simulate.options import RunOptions, UsageError
+from simulate.oracle import same_bits
+from simulate.recording import ModelState, Stretch, run_stretch
+from workloads.training import DEFAULT_LR
+
+
+def bits_of(options: RunOptions) -> int:
+    return 32 if options.quantize == "none" else int(options.quantize)
+
+
+def stored_of(
+    stretch: Stretch, offset: int, history: StretchHistory, seq: int, codec: ChainRecovery,
+    bits: int,
+) -> list[Stored]:  # fmt: skip
+    """The stretch's checkpoints as the store holds them (global ticks from ``offset``);
+    a differential applies on the checkpoint before it (a resumed stretch's policy
+    starts with a full one)."""
+    out, total = [], stretch.model.spec.total_rows
+    for t in stretch.board.ft.taken:
+        rows = np.arange(total, dtype=np.int64) if t.full else np.asarray(t.rows, np.int64)
+        payload = codec.encode(history.table_after(t.batch)[rows], bits)
+        base = None if t.full else out[-1].seq if out else seq - 1
+        record = t.write.record
+        out.append(Stored(seq + len(out), base, t.batch, rows, payload,
+                          history.mlp_after(t.batch).copy(), t.stored,
+                          offset + record.start, offset + record.end))  # fmt: skip
+    return out
+
+
+def time_recovery(options: RunOptions, nbytes: int) -> tuple[int, float]:
+    """(ticks, joules) of reading ``nbytes`` of checkpoints back on a fresh board
+    (nothing to read: nothing to time, the job restarts from its initial weights)."""
+    if nbytes == 0:
+        return 0, 0.0
+    spec, batch_size = resolve_functional(options)
+    engine = Engine()
+    scheduler = Scheduler(engine)
+    board = connected_board(options, spec, batch_size, engine, scheduler)
+    scheduler.op("recovery", "recovery", -1, None, lambda now: board.ft.recovery(board, nbytes))
+    engine.run()
+    ticks = max(engine.now, 1)
+    return ticks, EnergyReport.build(board, ticks).total
+
+
+def software_failures(
+    options: RunOptions,
+    recorded: Stretch,
+    pending: list[int],
+    lr: float = DEFAULT_LR,
+    optimizer: str = "sgd",
+    codec: ChainRecovery | None = None,
+) -> list[dict[str, Any]]:
+    """Inject the failures at ``pending`` (global ticks, sorted); one entry each."""
+    if optimizer != "sgd":
+        raise UsageError(f"--checkpoint {options.checkpoint} failure runs train with SGD")
+    codec = codec or ChainRecovery()
+    bits, replays = bits_of(options), recorded.board.ft.replays
+    start = recorded.initial_state()
+    initial = (start.table, start.mlp)
+    store, promised, results = CheckpointStore(), [], []
+    stretch, offset, pending = recorded, 0, list(pending)
+    while True:
+        history = StretchHistory(stretch)
+        store = store.added(*stored_of(stretch, offset, history, store.next_seq(), codec, bits))
+        promised += promised_of(stretch, offset, history)
+        if not pending or pending[0] >= offset + stretch.end_tick:
+            break
+        tick = pending.pop(0)
+        store, promised = store.at(tick), [p.cut(tick) for p in promised]
+        running = stretch.running(tick - offset)
+        crash = min(r.batch for r in running)
+        volatile = history.table_after(max(crash - 1, stretch.start - 1))
+        got = codec.recover(store, tick, initial, volatile)
+        resume = got.batch + 1 if replays else crash
+        outcome, why, worst = judge(
+            want_at(promised, tick, crash, replays, initial), got, resume, bits
+        )
+        ticks, energy, interrupted = _timed(options, got.bytes_read, pending, tick)
+        results.append(
+            {
+                "tick": tick,
+                "time_ms": round(ticks_to_ms(tick), 6),
+                "batch": crash,
+                "phase": ", ".join(sorted({f"{r.name}@{r.batch}" for r in running})),
+                "checkpoint_batch": got.batch if got.batch >= 0 else None,
+                "checkpoints_read": len(got.chain),
+                "recovery_bytes": got.bytes_read,
+                "resume_batch": resume,
+                "batches_redone" if replays else "batches_lost": max(crash - got.batch - 1, 0),
+                "recovery_ms": round(ticks_to_ms(ticks), 6),
+                "recovery_energy_j": round(energy, 9),
+                "interrupted_recoveries": interrupted,
+                "verdict": outcome,
+                "detail": why,
+                "max_error": worst,
+            }
+        )
+        offset = tick + ticks
+        if resume >= options.batches:
+            break
+        stretch = run_stretch(options, resume, ModelState(got.table, got.mlp), lr, optimizer)
+    if pending:
+        end = ticks_to_ms(offset + stretch.end_tick)
+        late = ", ".join(f"{ticks_to_ms(t):g} ms" for t in pending)
+        raise UsageError(f"failure instant {late} is after the run ends at {end:g} ms")
+    final = stretch.model
+    exact = same_bits(final.table, recorded.model.table) and same_bits(
+        final.mlp_flat(), recorded.model.mlp_flat()
+    )
+    deviation = float(np.abs(final.table - recorded.model.table).max(initial=0.0))
+    for entry in results:
+        entry["final_model_exact"] = exact
+        entry["final_max_deviation"] = deviation
+    return results
+
+
+def _timed(
+    options: RunOptions, nbytes: int, pending: list[int], tick: int
+) -> tuple[int, float, int]:
+    """A recovery's ticks and joules, started over at each failure landing during it
+    (it only reads: the store is as before). Returns (ticks, joules, interruptions)."""
+    ticks, energy = time_recovery(options, nbytes)
+    total, joules, now, interrupted = 0, 0.0, tick, 0
+    while ticks and pending and pending[0] < now + ticks:
+        cut = pending.pop(0)
+        total, joules = total + cut - now, joules + energy * (cut - now) / ticks
+        now, interrupted = cut, interrupted + 1
+    return total + ticks, joules + energy, interrupted
