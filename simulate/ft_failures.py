@@ -15,12 +15,18 @@ Each recovery is judged by simulate/ft_oracle.py against the policy's guarantee.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from components.energy import EnergyReport
-from components.persistence.checkpoints import ChainRecovery, CheckpointStore, Stored
+from components.persistence.checkpoints import (
+    ChainRecovery,
+    ChainState,
+    CheckpointStore,
+    Stored,
+)
 from components.sim.engine import Engine
 from components.sim.schedule import Scheduler
 from components.sim.units import ticks_to_ms
@@ -53,6 +59,35 @@ def stored_of(
                           history.mlp_after(t.batch).copy(), t.stored,
                           offset + record.start, offset + record.end))  # fmt: skip
     return out
+
+
+@dataclass(frozen=True)
+class Crash:
+    """The power failing at global ``tick`` in a stretch: the ops running, the batch
+    they belong to (the oldest), and the tables host memory held (lost)."""
+
+    tick: int
+    running: list
+    batch: int
+    volatile: np.ndarray
+
+    @classmethod
+    def at(cls, stretch: Stretch, history: StretchHistory, offset: int, tick: int) -> Crash:
+        running = stretch.running(tick - offset)
+        local = tick - offset
+        ended = [r.batch for r in stretch.records if r.name == "update" and r.end <= local]
+        volatile = history.table_after(max(ended, default=stretch.start - 1))
+        return cls(tick, running, min(r.batch for r in running), volatile)
+
+    def recover(
+        self, store: CheckpointStore, promised: list, codec: ChainRecovery, bits: int,
+        replays: bool, initial: tuple[np.ndarray, np.ndarray],
+    ) -> tuple[ChainState, int, tuple[str, str, float]]:  # fmt: skip
+        """Recovery from the store as it survived, the resume batch, and the verdict."""
+        got = codec.recover(store, self.tick, initial, self.volatile)
+        resume = got.batch + 1 if replays else self.batch
+        want = want_at(promised, self.tick, self.batch, replays, initial)
+        return got, resume, judge(want, got, resume, bits)
 
 
 def time_recovery(options: RunOptions, nbytes: int) -> tuple[int, float]:
@@ -95,26 +130,25 @@ def software_failures(
             break
         tick = pending.pop(0)
         store, promised = store.at(tick), [p.cut(tick) for p in promised]
-        running = stretch.running(tick - offset)
-        crash = min(r.batch for r in running)
-        volatile = history.table_after(max(crash - 1, stretch.start - 1))
-        got = codec.recover(store, tick, initial, volatile)
-        resume = got.batch + 1 if replays else crash
-        outcome, why, worst = judge(
-            want_at(promised, tick, crash, replays, initial), got, resume, bits
+        crash = Crash.at(stretch, history, offset, tick)
+        got, resume, (outcome, why, worst) = crash.recover(
+            store, promised, codec, bits, replays, initial
         )
+        running = crash.running
         ticks, energy, interrupted = _timed(options, got.bytes_read, pending, tick)
         results.append(
             {
                 "tick": tick,
                 "time_ms": round(ticks_to_ms(tick), 6),
-                "batch": crash,
+                "batch": crash.batch,
                 "phase": ", ".join(sorted({f"{r.name}@{r.batch}" for r in running})),
                 "checkpoint_batch": got.batch if got.batch >= 0 else None,
                 "checkpoints_read": len(got.chain),
                 "recovery_bytes": got.bytes_read,
                 "resume_batch": resume,
-                "batches_redone" if replays else "batches_lost": max(crash - got.batch - 1, 0),
+                "batches_redone" if replays else "batches_lost": max(
+                    crash.batch - got.batch - 1, 0
+                ),
                 "recovery_ms": round(ticks_to_ms(ticks), 6),
                 "recovery_energy_j": round(energy, 9),
                 "interrupted_recoveries": interrupted,

@@ -98,6 +98,16 @@ CASES = [
     ("crashcheck", ["--model", "rm1"], "crash states"),
     ("crashcheck", ["--seed", "-1"], "--seed must be in 0..4294967295"),
     ("crashcheck", ["--sample", "-1"], "--sample must not be negative"),
+    (
+        "crashcheck",
+        ["--system", "dram", "--checkpoint", "cpr", "--budget", "3"],
+        "--budget explore the paper protocols' persist orders",
+    ),
+    (
+        "trainingcxl",
+        ["--system", "dram", "--checkpoint", "cpr", "--pmem-image", "{new}"],
+        "keeps its checkpoints on board.ft.store",
+    ),
     # absurd counts: bounded by what the run can use (8 failures per batch), before work
     ("trainingcxl", ["--fail-random", str(10**30)], "--fail-random: 10000000000000000000000000"),
     ("trainingcxl", ["--fail-random", "81", "--batches", "10"], "more than the 8 per batch"),
