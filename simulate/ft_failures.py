@@ -64,7 +64,8 @@ def stored_of(
 @dataclass(frozen=True)
 class Crash:
     """The power failing at global ``tick`` in a stretch: the ops running, the batch
-    they belong to (the oldest), and the tables host memory held (lost)."""
+    training was in (the oldest of its running ops; a background checkpoint write
+    does not count), and the tables host memory held (lost)."""
 
     tick: int
     running: list
@@ -73,11 +74,19 @@ class Crash:
 
     @classmethod
     def at(cls, stretch: Stretch, history: StretchHistory, offset: int, tick: int) -> Crash:
-        running = stretch.running(tick - offset)
         local = tick - offset
+        running = stretch.running(local)
         ended = [r.batch for r in stretch.records if r.name == "update" and r.end <= local]
         volatile = history.table_after(max(ended, default=stretch.start - 1))
-        return cls(tick, running, min(r.batch for r in running), volatile)
+        training = [r.batch for r in running if not r.background and r.start <= local]
+        return cls(tick, running, min(training, default=cls.next_batch(stretch, local)), volatile)
+
+    @staticmethod
+    def next_batch(stretch: Stretch, local: int) -> int:
+        """Between batches, or with only a background write left: the batch after the
+        newest whose training ops had all ended."""
+        started = [r.batch for r in stretch.records if not r.background and r.start <= local]
+        return max(started, default=stretch.start - 1) + 1
 
     def recover(
         self, store: CheckpointStore, promised: list, codec: ChainRecovery, bits: int,
@@ -111,9 +120,20 @@ def software_failures(
     pending: list[int],
     lr: float = DEFAULT_LR,
     optimizer: str = "sgd",
-    codec: ChainRecovery | None = None,
 ) -> list[dict[str, Any]]:
     """Inject the failures at ``pending`` (global ticks, sorted); one entry each."""
+    return inject_software(options, recorded, pending, lr, optimizer)[0]
+
+
+def inject_software(
+    options: RunOptions,
+    recorded: Stretch,
+    pending: list[int],
+    lr: float = DEFAULT_LR,
+    optimizer: str = "sgd",
+    codec: ChainRecovery | None = None,
+) -> tuple[list[dict[str, Any]], Stretch]:
+    """The failure entries and the last stretch (whose model is the final one)."""
     if optimizer != "sgd":
         raise UsageError(f"--checkpoint {options.checkpoint} failure runs train with SGD")
     codec = codec or ChainRecovery()
@@ -173,7 +193,7 @@ def software_failures(
     for entry in results:
         entry["final_model_exact"] = exact
         entry["final_max_deviation"] = deviation
-    return results
+    return results, stretch
 
 
 def _timed(

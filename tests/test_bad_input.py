@@ -24,6 +24,7 @@ SCRIPTS = {
     "reproduce_paper": ROOT / "scripts" / "reproduce_paper.py",
     "sensitivity": ROOT / "scripts" / "sensitivity.py",
     "failure_accuracy": ROOT / "scripts" / "failure_accuracy.py",
+    "ft_accuracy": ROOT / "scripts" / "ft_accuracy.py",
     "compare_backends": ROOT / "scripts" / "compare_backends.py",
     "crashcheck": ROOT / "scripts" / "crashcheck.py",
     "collect": ROOT / "scripts" / "collect.py",
@@ -124,6 +125,8 @@ CASES = [
     ("trainingcxl", ["--fail-at", "1ms", "--fail-at", "1000us"], "the same instant as"),
     ("failure_accuracy", ["--failures", str(10**12)], "--failures: 1000000000000 failures"),
     ("failure_accuracy", ["--failures", "25", "--batches", "3"], "more than the 8 per batch"),
+    ("ft_accuracy", ["--interval", "0"], "--interval must be at least 1, got 0"),
+    ("ft_accuracy", ["--failures", "25", "--batches", "3"], "more than the 8 per batch"),
     # parameters without a meaning at zero or tiny values, or without a physical bound
     ("trainingcxl", ["--set", f"{PMEM}.interleave=0B"], "interleave: bad value '0B': must be >="),
     (

@@ -172,3 +172,20 @@ def test_the_cli_injects_failures_into_a_software_policy_run(tmp_path):
     failures = failure if isinstance(failure, list) else [failure]
     recoveries = len(failures) + sum(f["interrupted_recoveries"] for f in failures)
     assert recoveries == 2 and {f["verdict"] for f in failures} == {"exact"}
+
+
+def test_the_accuracy_study_loses_accuracy_only_where_the_policy_gives_up_work():
+    """Replays (none, Check-N-Run FP32) end on the failure-free model: no change; CPR
+    gives up batches."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "ft_accuracy.py"), "--batches", "16",
+         "--interval", "4", "--failures", "1", "--model", "rmc1", "--rows", "64"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = {line.split("|")[1].strip(): line.split("|")[2:-1] for line in done.stdout.splitlines()
+            if line.startswith("| ") and "policy" not in line}  # fmt: skip
+    assert set(rows) == {"none", "cpr", "check-n-run", "check-n-run 8-bit", "check-n-run 4-bit"}
+    for name in ("none", "check-n-run"):
+        assert rows[name][-1].strip() == "+0.0000"
+    assert int(rows["cpr"][2]) > 0 and rows["cpr"][-1].strip() != "+0.0000"
