@@ -44,18 +44,24 @@ def bits_of(options: RunOptions) -> int:
 
 def stored_of(
     stretch: Stretch, offset: int, history: StretchHistory, seq: int, codec: ChainRecovery,
-    bits: int,
+    bits: int, until: int | None = None,
 ) -> list[Stored]:  # fmt: skip
     """The stretch's checkpoints as the store holds them (global ticks from ``offset``);
-    a differential applies on the checkpoint before it (a resumed stretch's policy
-    starts with a full one)."""
+    a differential applies on the checkpoint before it (a stretch's policy starts with
+    a full one). ``until``: the next failure; only what a recovery then can read is
+    built (writes begun by then, from the newest full complete by then on)."""
+    taken = stretch.board.ft.taken
+    first = 0
+    if until is not None:
+        taken = [t for t in taken if offset + t.write.record.start <= until]
+        done = [i for i, t in enumerate(taken) if t.full and offset + t.write.record.end <= until]
+        first = done[-1] if done else 0
     out, total = [], stretch.model.spec.total_rows
-    for t in stretch.board.ft.taken:
+    for i, t in enumerate(taken[first:], start=first):
         rows = np.arange(total, dtype=np.int64) if t.full else np.asarray(t.rows, np.int64)
         payload = codec.encode(history.table_after(t.batch)[rows], bits)
-        base = None if t.full else out[-1].seq if out else seq - 1
         record = t.write.record
-        out.append(Stored(seq + len(out), base, t.batch, rows, payload,
+        out.append(Stored(seq + i, None if t.full else seq + i - 1, t.batch, rows, payload,
                           history.mlp_after(t.batch).copy(), t.stored,
                           offset + record.start, offset + record.end))  # fmt: skip
     return out
@@ -77,7 +83,7 @@ class Crash:
         local = tick - offset
         running = stretch.running(local)
         ended = [r.batch for r in stretch.records if r.name == "update" and r.end <= local]
-        volatile = history.table_after(max(ended, default=stretch.start - 1))
+        volatile = history.table_after(max(ended, default=stretch.start - 1)).copy()
         training = [r.batch for r in running if not r.background and r.start <= local]
         return cls(tick, running, min(training, default=cls.next_batch(stretch, local)), volatile)
 
@@ -144,7 +150,9 @@ def inject_software(
     stretch, offset, pending = recorded, 0, list(pending)
     while True:
         history = StretchHistory(stretch)
-        store = store.added(*stored_of(stretch, offset, history, store.next_seq(), codec, bits))
+        until = pending[0] if pending else -1  # no failure left: nothing read back
+        more = stored_of(stretch, offset, history, store.next_seq(), codec, bits, until)
+        store = store.added(*more).prune(until)
         promised += promised_of(stretch, offset, history)
         if not pending or pending[0] >= offset + stretch.end_tick:
             break

@@ -36,27 +36,25 @@ class StretchHistory:
         self.start = stretch.start
         self.facts = stretch.facts
         self.count = stretch.model.spec.mlp_param_count
-        self._tables = {self.start - 1: start.table.copy()}
-        self._mlps = {self.start - 1: np.array(start.mlp, copy=True)}
+        self._start = (start.table.copy(), np.array(start.mlp, copy=True))
         self._cursor = (self.start - 1, start.table.copy())
 
     def table_after(self, batch: int) -> np.ndarray:
-        """The tables once ``batch`` has updated them (``start - 1``: the start)."""
-        if batch not in self._tables:
-            n, table = self._cursor
-            if n > batch:
-                n, table = self.start - 1, self._tables[self.start - 1].copy()
-            while n < batch:
-                n += 1
-                f = self.facts[n]
-                table[f.rows] = f.new
-            self._cursor = (n, table)
-            self._tables[batch] = table.copy()
-        return self._tables[batch]
+        """The tables once ``batch`` has updated them (``start - 1``: the start); one
+        working copy walks forward (two tables in memory), valid until the next call."""
+        n, table = self._cursor
+        if n > batch:
+            n, table = self.start - 1, self._start[0].copy()
+        while n < batch:
+            n += 1
+            f = self.facts[n]
+            table[f.rows] = f.new
+        self._cursor = (n, table)
+        return table
 
     def mlp_after(self, batch: int) -> np.ndarray:
         if batch == self.start - 1:
-            return self._mlps[batch]
+            return self._start[1]
         return self.facts[batch].mlp_after[: self.count]
 
 

@@ -189,3 +189,13 @@ def test_the_accuracy_study_loses_accuracy_only_where_the_policy_gives_up_work()
     for name in ("none", "check-n-run"):
         assert rows[name][-1].strip() == "+0.0000"
     assert int(rows["cpr"][2]) > 0 and rows["cpr"][-1].strip() != "+0.0000"
+
+
+def test_only_what_the_next_recovery_can_read_is_kept():
+    """CPR, a failure just after checkpoint 2's write: the store keeps that full one
+    (older ones can never be read again) and nothing begun after the failure."""
+    options = tiny("cpr")
+    stretch = run_stretch(options)
+    batch, _, end = writes(stretch)[2]
+    kept = stored_of(stretch, 0, StretchHistory(stretch), 0, ChainRecovery(), 32, until=end)
+    assert [c.batch for c in kept] == [batch]

@@ -85,6 +85,14 @@ class CheckpointStore:
     def added(self, *more: Stored) -> CheckpointStore:
         return CheckpointStore(self.checkpoints + more)
 
+    def prune(self, tick: int) -> CheckpointStore:
+        """Without what no recovery at ``tick`` or later reads: everything before the
+        newest full checkpoint complete by then."""
+        fulls = [c.seq for c in self.checkpoints if c.full and c.complete(tick)]
+        if not fulls:
+            return self
+        return CheckpointStore(tuple(c for c in self.checkpoints if c.seq >= fulls[-1]))
+
     def at(self, tick: int) -> CheckpointStore:
         """The store after the power fails at ``tick``: writes not begun are gone, the
         one in flight is torn at the row its share of the write interval reached."""
