@@ -4,7 +4,8 @@
         [--model dlrm_kaggle] [--rows 200] [--batch-size 64] [--seed 1]
 
 Trains a small model on the DRAM system under each policy (--checkpoint none, cpr,
-check-n-run at FP32, 8 and 4 bits), a checkpoint due every --interval batches (of the
+cpr with MFU partial checkpoints of an eighth of the rows, check-n-run at FP32, 8 and
+4 bits), a checkpoint due every --interval batches (of the
 policy-free run's batch time), injects --failures seeded power failures at the same
 fractions of each policy's own failure-free run, recovers by the policy (CPR: the
 batches since the checkpoint lost; Check-N-Run: replayed from the dequantized
@@ -40,8 +41,11 @@ from workloads.metrics import evaluate  # noqa: E402
 from workloads.training import EVAL_BATCH_OFFSET, default_lr  # noqa: E402
 
 PROG = "ft_accuracy.py"
-POLICIES = (("none", "none"), ("cpr", "none"), ("check-n-run", "none"),
-            ("check-n-run", "8"), ("check-n-run", "4"))  # fmt: skip
+MFU = [("board.ft.mfu_share", "0.125")]
+POLICIES = (("none", "none", "none", []), ("cpr", "cpr", "none", []),
+            ("cpr-mfu 1/8", "cpr", "none", MFU), ("check-n-run", "check-n-run", "none", []),
+            ("check-n-run 8-bit", "check-n-run", "8", []),
+            ("check-n-run 4-bit", "check-n-run", "4", []))  # fmt: skip
 
 
 def scores(options: RunOptions, model) -> dict[str, float]:
@@ -86,10 +90,6 @@ def training_end(stretch) -> int:
     return max(r.end for r in stretch.records if not r.background)
 
 
-def name_of(policy: str, quantize: str) -> str:
-    return policy if quantize == "none" else f"{policy} {quantize}-bit"
-
-
 def report(args) -> int:
     warnings.simplefilter("ignore", RuntimeWarning)
     base = RunOptions(system="dram", model=args.model, rows=args.rows, seed=args.seed,
@@ -108,8 +108,9 @@ def report(args) -> int:
         "replayed | log loss | accuracy | AUC | loss change % |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
-    for policy, quantize in tqdm(POLICIES, desc="policies", file=sys.stderr, leave=False):
-        options = replace(base, checkpoint=policy, quantize=quantize)
+    for name, policy, quantize, sets in tqdm(POLICIES, desc="policies", file=sys.stderr,
+                                             leave=False):  # fmt: skip
+        options = replace(base, checkpoint=policy, quantize=quantize, sets=sets)
         interval = args.interval * batch_s + stall_s(options, lr)
         options = replace(options, ckpt_interval=interval)
         recorded = run_stretch(options, lr=lr)
@@ -122,7 +123,7 @@ def report(args) -> int:
         read = [e["checkpoint_batch"] for e in entries]
         lost = sum(e.get("batches_lost", 0) for e in entries)
         redone = sum(e.get("batches_redone", 0) for e in entries)
-        print(f"| {name_of(policy, quantize)} | {failed} | {read} | {lost} | {redone} | "
+        print(f"| {name} | {failed} | {read} | {lost} | {redone} | "
               f"{got['log_loss']:.6f} | {got['accuracy']:.6f} | {got['auc']:.6f} | "
               f"{change:+.4f} |")  # fmt: skip
     return 0

@@ -66,7 +66,7 @@ def crashcheck_software(options: RunOptions, resumed: int = 2, mutant=None):
         options = with_policy(options, mutant)
     started = time.perf_counter()
     stretch = run_stretch(options)
-    bits, replays = bits_of(options), stretch.board.ft.replays
+    bits, policy = bits_of(options), stretch.board.ft
     start = stretch.initial_state()
     initial = (start.table, start.mlp)
     history = StretchHistory(stretch)
@@ -77,7 +77,7 @@ def crashcheck_software(options: RunOptions, resumed: int = 2, mutant=None):
     due = set(np.linspace(len(ticks) / 4, len(ticks), resumed, endpoint=False).astype(int))
     for i, tick in enumerate(ticks):
         crash = Crash.at(stretch, history, 0, tick)
-        got, resume, outcome = _check(crash, store, promised, codec, bits, replays, initial, report)
+        got, resume, outcome = _check(crash, store, promised, codec, bits, policy, initial, report)
         if i in due and outcome != VIOLATION and resume < options.batches:
             ahead = replace(options, batches=min(options.batches, resume + 3))
             again = run_stretch(ahead, resume, ModelState(got.table, got.mlp))
@@ -88,17 +88,17 @@ def crashcheck_software(options: RunOptions, resumed: int = 2, mutant=None):
             promised2 = [p.cut(tick) for p in promised] + promised_of(again, offset, history2)
             for t in crash_ticks(again):
                 crash2 = Crash.at(again, history2, offset, offset + t)
-                _check(crash2, store2, promised2, codec, bits, replays, initial, report, "resumed")
+                _check(crash2, store2, promised2, codec, bits, policy, initial, report, "resumed")
             report.resumed_runs += 1
     report.seconds = time.perf_counter() - started
     return report
 
 
-def _check(crash, store, promised, codec, bits, replays, initial, report, mode="checkpoint"):
+def _check(crash, store, promised, codec, bits, policy, initial, report, mode="checkpoint"):
     """Recover one crash point, count it, and keep its violation."""
     view = store.at(crash.tick)
     cut = [p.cut(crash.tick) for p in promised]
-    got, resume, (outcome, why, _) = crash.recover(view, cut, codec, bits, replays, initial)
+    got, resume, (outcome, why, _) = crash.recover(view, cut, codec, bits, policy, initial)
     report.states += 1
     report.recoveries += 1
     report.modes[mode] += 1

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from components.boards.software_ft import SoftwareCheckpoint
 from components.energy import EnergyReport
 from components.persistence.checkpoints import (
     ChainRecovery,
@@ -96,12 +97,13 @@ class Crash:
 
     def recover(
         self, store: CheckpointStore, promised: list, codec: ChainRecovery, bits: int,
-        replays: bool, initial: tuple[np.ndarray, np.ndarray],
+        policy: SoftwareCheckpoint, initial: tuple[np.ndarray, np.ndarray],
     ) -> tuple[ChainState, int, tuple[str, str, float]]:  # fmt: skip
         """Recovery from the store as it survived, the resume batch, and the verdict."""
         got = codec.recover(store, self.tick, initial, self.volatile)
-        resume = got.batch + 1 if replays else self.batch
-        want = want_at(promised, self.tick, self.batch, replays, initial)
+        resume = got.batch + 1 if policy.replays else self.batch
+        want = want_at(promised, self.tick, self.batch, policy.replays, initial,
+                       policy.complete_rows)  # fmt: skip
         return got, resume, judge(want, got, resume, bits)
 
 
@@ -143,7 +145,8 @@ def inject_software(
     if optimizer != "sgd":
         raise UsageError(f"--checkpoint {options.checkpoint} failure runs train with SGD")
     codec = codec or ChainRecovery()
-    bits, replays = bits_of(options), recorded.board.ft.replays
+    bits, policy = bits_of(options), recorded.board.ft
+    replays = policy.replays
     start = recorded.initial_state()
     initial = (start.table, start.mlp)
     store, promised, results = CheckpointStore(), [], []
@@ -160,7 +163,7 @@ def inject_software(
         store, promised = store.at(tick), [p.cut(tick) for p in promised]
         crash = Crash.at(stretch, history, offset, tick)
         got, resume, (outcome, why, worst) = crash.recover(
-            store, promised, codec, bits, replays, initial
+            store, promised, codec, bits, policy, initial
         )
         running = crash.running
         ticks, energy, interrupted = _timed(options, got.bytes_read, pending, tick)

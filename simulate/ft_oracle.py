@@ -8,6 +8,9 @@ back:
   it, element by element: half of the row's step, (max - min) / (2^bits - 1) of the
   true row, plus FP32 rounding of the reconstruction (a row last written at an older
   checkpoint has not changed since, so the true row at b_k is the one quantized);
+  CPR-MFU's partial checkpoints hold only the rows they chose, so there each row is
+  owed exactly its value at the newest complete checkpoint that saved it, from the
+  newest complete full one on (the policy's log says which);
 - MLPs: exactly those after batch b_k (checkpointed at FP32);
 - resume batch: Check-N-Run replays, b_k + 1; CPR's partial recovery goes on with the
   batch the failure interrupted (the ones between are lost); no checkpoint complete
@@ -66,6 +69,7 @@ class Promised:
     batch: int
     end: int
     history: StretchHistory
+    rows: np.ndarray | None = None  # the rows a partial checkpoint saved; None: all
 
     def cut(self, tick: int) -> Promised:
         return self if self.end <= tick else replace(self, end=NEVER)
@@ -73,7 +77,10 @@ class Promised:
 
 def promised_of(stretch, offset: int, history: StretchHistory) -> list[Promised]:
     """The stretch's checkpoints, from its policy's log and the ops' end ticks."""
-    return [Promised(t.batch, offset + t.write.record.end, history) for t in stretch.board.ft.taken]
+    return [
+        Promised(t.batch, offset + t.write.record.end, history, t.rows)
+        for t in stretch.board.ft.taken
+    ]
 
 
 @dataclass(frozen=True)
@@ -90,13 +97,27 @@ def want_at(
     crash_batch: int,
     replays: bool,
     initial: tuple[np.ndarray, np.ndarray],
+    complete: bool = True,
 ) -> Want:
-    done = [p for p in promised if p.end <= tick]
+    """``complete``: each checkpoint holds every row modified since the previous one
+    (the state at its batch); else (CPR-MFU) each row is owed its value at the newest
+    complete checkpoint that saved it, from the newest complete full one on."""
+    done = sorted((p for p in promised if p.end <= tick), key=lambda p: p.end)
     if not done:
         return Want(-1, 0 if replays else crash_batch, initial[0], initial[1])
-    k = max(done, key=lambda p: p.end)
+    k = done[-1]
     resume = k.batch + 1 if replays else crash_batch
-    return Want(k.batch, resume, k.history.table_after(k.batch), k.history.mlp_after(k.batch))
+    mlp = k.history.mlp_after(k.batch)
+    if complete or k.rows is None:
+        return Want(k.batch, resume, k.history.table_after(k.batch), mlp)
+    fulls = [i for i, p in enumerate(done) if p.rows is None]
+    first = fulls[-1] if fulls else len(done)
+    table = (
+        done[first].history.table_after(done[first].batch).copy() if fulls else initial[0].copy()
+    )
+    for p in done[first + 1 :]:
+        table[p.rows] = p.history.table_after(p.batch)[p.rows]
+    return Want(k.batch, resume, table, mlp)
 
 
 def quantized_bound(table: np.ndarray, bits: int) -> np.ndarray:

@@ -281,13 +281,13 @@ class MissesOwnBatchRows(CheckNRunCheckpoint):
     next one, so each differential misses rows modified since the previous checkpoint."""
 
     def checkpoint_ops(self, board, ops, prev):
-        now, rows = board.engine.now, board.unique_addresses(ops.demand)
+        now = board.engine.now
         if self._last is not None and now - self._last < self.interval_ticks(board.layout):
-            self._track(rows)
+            self._track(board, ops.demand)
             return []
         object.__setattr__(self, "_last", now)
         out = self.take(board, ops, prev)
-        self._track(rows)
+        self._track(board, ops.demand)
         return out
 
 

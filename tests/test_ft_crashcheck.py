@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from protocol_mutants import FT_MUTANTS
+from protocol_mutants import FT_MUTANTS, DropsChainForNewFull, TrustsTornCheckpoint
 
 from simulate.crashcheck import crashcheck
 from simulate.ft_crashcheck import crash_ticks
@@ -65,3 +66,10 @@ def test_the_script_checks_a_software_policy(tmp_path):
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout.splitlines()[-1])
     assert summary["violations"] == 0 and summary["guarantee"]["policy"] == "cpr"
+
+
+def test_cpr_mfu_partial_checkpoints_check_clean_and_catch_broken_recoveries():
+    options = replace(software_run("cpr"), sets=[("board.ft.mfu_share", "0.25")])
+    assert crashcheck(options).violations == []
+    for mutant in (TrustsTornCheckpoint, DropsChainForNewFull):
+        assert crashcheck(options, protocol_class=mutant).violations, mutant.__name__

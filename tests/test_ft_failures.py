@@ -18,13 +18,14 @@ from components.persistence.checkpoints import ChainRecovery, CheckpointStore
 from components.sim.engine import Engine
 from components.sim.schedule import Scheduler
 from components.sim.units import TICKS_PER_SECOND, ticks_to_ms
-from simulate.configure import connected_board, resolve_functional
+from simulate.configure import connected_board, input_generator, resolve_functional
 from simulate.failures import run_with_failures
 from simulate.ft_failures import stored_of, time_recovery
 from simulate.ft_oracle import StretchHistory
 from simulate.options import RunOptions
 from simulate.oracle import same_bits
 from simulate.recording import run_stretch
+from workloads.opgraph import build_demand
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 ROOT = Path(__file__).resolve().parents[1]
@@ -185,7 +186,8 @@ def test_the_accuracy_study_loses_accuracy_only_where_the_policy_gives_up_work()
     assert done.returncode == 0, done.stderr
     rows = {line.split("|")[1].strip(): line.split("|")[2:-1] for line in done.stdout.splitlines()
             if line.startswith("| ") and "policy" not in line}  # fmt: skip
-    assert set(rows) == {"none", "cpr", "check-n-run", "check-n-run 8-bit", "check-n-run 4-bit"}
+    assert set(rows) == {"none", "cpr", "cpr-mfu 1/8", "check-n-run", "check-n-run 8-bit",
+                         "check-n-run 4-bit"}  # fmt: skip
     for name in ("none", "check-n-run"):
         assert rows[name][-1].strip() == "+0.0000"
     assert int(rows["cpr"][2]) > 0 and rows["cpr"][-1].strip() != "+0.0000"
@@ -199,3 +201,37 @@ def test_only_what_the_next_recovery_can_read_is_kept():
     batch, _, end = writes(stretch)[2]
     kept = stored_of(stretch, 0, StretchHistory(stretch), 0, ChainRecovery(), 32, until=end)
     assert [c.batch for c in kept] == [batch]
+
+
+MFU = [("board.ft.mfu_share", "0.25")]
+
+
+def test_a_cpr_mfu_checkpoint_saves_the_rows_looked_up_most_since_the_last_one():
+    """After the full checkpoint of batch 0, batch 1's saves the quarter of the rows its
+    lookups hit most often (ties: lower rows first), and their bytes plus the MLPs."""
+    options = tiny("cpr", batches=2, sets=MFU)
+    stretch = run_stretch(options)
+    spec, batch_size = resolve_functional(options)
+    generator = input_generator(options, spec, batch_size)
+    demand = build_demand(spec, generator.batch(1), 1, generator.batch(0))
+    uses = np.bincount(demand.lookup.rows, minlength=spec.total_rows)
+    ranked = sorted(np.flatnonzero(uses), key=lambda r: (-uses[r], r))
+    want = sorted(ranked[: spec.total_rows // 4])
+    full, partial = stretch.board.ft.taken
+    assert full.full and partial.rows.tolist() == want
+    assert partial.stored == len(want) * spec.embedding_dim * 4 + spec.mlp_param_count * 4
+
+
+def test_cpr_mfu_recovers_each_row_as_last_saved_not_the_checkpoints_whole_state():
+    options = tiny("cpr", sets=MFU)
+    stretch = run_stretch(options)
+    partial = [t for t in stretch.board.ft.taken if not t.full][0]
+    end = partial.write.record.end
+    store = CheckpointStore(stored_of(stretch, 0, StretchHistory(stretch), 0, ChainRecovery(), 32))
+    start = stretch.initial_state()
+    got = ChainRecovery().recover(store.at(end), end, (start.table, start.mlp))
+    whole = trained_to(options, partial.batch)
+    assert got.batch == partial.batch and not same_bits(got.table, whole)
+    assert same_bits(got.table[partial.rows], whole[partial.rows])
+    entry = failed(options, stretch, end)
+    assert entry["verdict"] == "exact" and entry["checkpoint_batch"] == partial.batch

@@ -72,6 +72,7 @@ class SoftwareCheckpoint(SimObject):
 
     policy = "none"
     replays = False  # after a failure: the batches since the checkpoint rerun (or lost)
+    complete_rows = True  # a checkpoint holds every row modified since the previous one
     interval = Float(
         0.0,
         "simulated seconds between checkpoints (0: sqrt(2 x estimated checkpoint time x "
@@ -108,7 +109,7 @@ class SoftwareCheckpoint(SimObject):
     def checkpoint_ops(self, board, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
         """This batch's checkpoint ops (the batch's end waits for those returned): one
         is due at the first batch issued ``interval`` after the previous one."""
-        self._track(board.unique_addresses(ops.demand))
+        self._track(board, ops.demand)
         now = board.engine.now
         if self._last is not None and now - self._last < self.interval_ticks(board.layout):
             return []
@@ -144,8 +145,8 @@ class SoftwareCheckpoint(SimObject):
     def take(self, board, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
         raise NotImplementedError
 
-    def _track(self, rows: np.ndarray) -> None:
-        """Rows modified since the last checkpoint (Check-N-Run's tracking)."""
+    def _track(self, board, demand) -> None:
+        """What the policy remembers of each batch between checkpoints."""
 
     # ----- shared stages ---------------------------------------------------------------
     def dump(self, board, nbytes: int) -> Stage:
@@ -189,23 +190,83 @@ def bulk_stage(*parts: tuple[str, object, int], latency: int = 0) -> Stage:
 
 
 class CprCheckpoint(SoftwareCheckpoint):
-    """Full checkpoints, training paused; partial recovery without replay."""
+    """Full checkpoints, training paused; partial recovery without replay. With
+    ``mfu_share`` < 1, CPR-MFU: after a full checkpoint, each one saves only the rows
+    looked up most often since the previous one (the rest keep their older saved
+    values), until those partial checkpoints would outgrow a full one."""
 
     policy = "cpr"
+    mfu_share = Float(
+        1.0,
+        "share of the embedding rows a checkpoint after a full one saves: those looked up "
+        "most often since the previous checkpoint (CPR-MFU); 1: every checkpoint full",
+        f"{_CPR}, section 5: MFU checkpoints save the most frequently used rows more often",
+        low=1e-9,
+        high=1.0,
+    )
+
+    def __init__(self, **overrides) -> None:
+        super().__init__(**overrides)
+        object.__setattr__(self, "_uses", None)  # lookups per row since the last checkpoint
+        object.__setattr__(self, "_full", 0)  # bytes of the last full checkpoint
+        object.__setattr__(self, "_since_full", 0)  # partial bytes stored after it
+
+    def _track(self, board, demand) -> None:
+        if self.mfu_share >= 1:
+            return
+        if self._uses is None:
+            object.__setattr__(self, "_uses", np.zeros(board.layout.total_rows, np.int64))
+        np.add.at(self._uses, np.asarray(demand.lookup.rows, np.int64), 1)
+
+    def most_used(self, board) -> np.ndarray:
+        """The ceil(share x rows) rows looked up most often (ties: lower row first) that
+        were looked up at all, in row order."""
+        count = math.ceil(self.mfu_share * board.layout.total_rows)
+        used = np.flatnonzero(self._uses)
+        order = np.lexsort((used, -self._uses[used]))
+        return np.sort(used[order[:count]])
 
     def take(self, board, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
         n, data = ops.batch, board.layout.regions()["data"][1]
+        row_bytes, mlps = board.layout.row_bytes, ops.demand.mlp_param_bytes
+        rows = None
+        if self.mfu_share < 1 and self._full:
+            rows = self.most_used(board)
+            if self._since_full + len(rows) * row_bytes + mlps > self._full:
+                rows = None  # a new baseline: recovery would read more than a full one
+        if self._uses is not None:
+            self._uses[:] = 0
+        stored = (data if rows is None else len(rows) * row_bytes) + mlps
+        if rows is None:
+            object.__setattr__(self, "_full", stored)
+            object.__setattr__(self, "_since_full", 0)
+        else:
+            object.__setattr__(self, "_since_full", self._since_full + stored)
         self.checkpoints += 1
-        self.checkpointRows += data // board.layout.row_bytes
+        self.checkpointRows += data // row_bytes if rows is None else len(rows)
 
         def body(now):
-            yield from board.mlp_to_host(ops.demand.mlp_param_bytes)
-            yield self.dump(board, data + ops.demand.mlp_param_bytes)
+            yield from board.mlp_to_host(mlps)
+            if rows is None:
+                yield self.dump(board, stored)
+                return
+            start = board.layout.regions()["data"][0]
+            addresses = start + rows * row_bytes
+            read = board.checkpoint_source().read(
+                addresses, row_bytes, board.host.outstanding(row_bytes)
+            )
+            yield stage(read, latency=board.host.op_overhead)
+            self.checkpointBytes += stored
+            yield bulk_stage(("write", self.store, stored), latency=board.host.op_overhead)
 
         deps = [ops.update, ops.bottom_bwd]
         op = board.scheduler.op("cpr_checkpoint", "checkpoint", n, HostCpu.UNIT, body, deps)
-        self.taken.append(Taken(n, None, data + ops.demand.mlp_param_bytes, op))
+        self.taken.append(Taken(n, rows, stored, op))
         return [op]
+
+    @property
+    def complete_rows(self) -> bool:
+        return self.mfu_share >= 1
 
 
 class CheckNRunCheckpoint(SoftwareCheckpoint):
@@ -220,7 +281,9 @@ class CheckNRunCheckpoint(SoftwareCheckpoint):
         choices=("none", *(str(b) for b in BITS)),
     )
 
-    def _track(self, rows: np.ndarray) -> None:
+    def _track(self, board, demand) -> None:
+        """Rows modified since the last checkpoint (Check-N-Run's tracking)."""
+        rows = board.unique_addresses(demand)
         object.__setattr__(self, "_modified", np.union1d(self._modified, rows))
 
     def __init__(self, **overrides) -> None:
