@@ -82,9 +82,12 @@ def guarantee_line(bounds: dict) -> str:
     """The absolute bound the oracle enforced, in words."""
     if "policy" in bounds:  # a software checkpoint policy (simulate/ft_oracle.py)
         held = "exactly" if bounds["bits"] == 32 else f"within half a {bounds['bits']}-bit step of"
+        what = "the state of the newest checkpoint whose write ended"
+        if bounds["rows"] == "as last saved":
+            what = "each row as the newest complete checkpoint that saved it"
         return (
-            f"{bounds['policy']}: {held} the state of the newest checkpoint whose write ended "
-            f"({bounds['checkpoints']} taken), resume: {bounds['resume']}"
+            f"{bounds['policy']}: {held} {what} ({bounds['checkpoints']} taken), "
+            f"resume: {bounds['resume']}"
         )
     line = "resume at or after the newest batch whose checkpoint ops ended"
     if bounds.get("max_mlp_age") is None:

@@ -117,4 +117,5 @@ def describe(options: RunOptions, stretch: Stretch) -> dict:
         "bits": bits_of(options),
         "checkpoints": len(stretch.board.ft.taken),
         "resume": "replay from the checkpoint" if stretch.board.ft.replays else "partial",
+        "rows": "state at its batch" if stretch.board.ft.complete_rows else "as last saved",
     }
