@@ -1,6 +1,7 @@
 """Which broken protocols of tests/protocol_mutants.py crashcheck catches at its default
 settings, on the runs tests/test_crashcheck.py uses (rmc1, batch 8: cxl 64 rows and 6
-batches, the others 128 rows and 4), with the crash-state families that caught each.
+batches, the others 128 rows and 4), with the crash-state families that caught each;
+then the software checkpoint policies' mutants (FT_MUTANTS) on their dram runs.
 
     python benchmarks/mutants_caught.py [MUTANT ...]
 
@@ -18,7 +19,7 @@ import warnings
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
 
-from protocol_mutants import MUTANTS  # noqa: E402
+from protocol_mutants import FT_MUTANTS, MUTANTS  # noqa: E402
 
 from simulate.crashcheck import crashcheck  # noqa: E402
 from simulate.options import RunOptions  # noqa: E402
@@ -31,18 +32,29 @@ def run_for(system: str) -> RunOptions:
     )
 
 
+def software_run(policy: str, quantize: str) -> RunOptions:
+    """The software policies' runs (tests/test_ft_crashcheck.py): dram, rmc1, 64 rows,
+    batch 8, 5 batches, a checkpoint every batch."""
+    return RunOptions(system="dram", model="rmc1", rows=64, batch_size=8, batches=5,
+                      progress=False, checkpoint=policy, quantize=quantize,
+                      ckpt_interval=1e-9)  # fmt: skip
+
+
 def main(names: list[str]) -> int:
     warnings.simplefilter("ignore", RuntimeWarning)
     caught = 0
-    chosen = [(s, m) for s, m in MUTANTS if not names or m.__name__ in names]
-    for system, mutant in chosen:
+    chosen = [(run_for(s), s, m) for s, m in MUTANTS]
+    chosen += [(software_run(p, q), f"{p}{'' if q == 'none' else '/' + q}", m)
+               for p, q, m in FT_MUTANTS]  # fmt: skip
+    chosen = [c for c in chosen if not names or c[2].__name__ in names]
+    for options, system, mutant in chosen:
         started = time.perf_counter()
-        report = crashcheck(run_for(system), protocol_class=mutant)
+        report = crashcheck(options, protocol_class=mutant)
         modes = sorted({v["mode"] for v in report.violations})
         caught += bool(report.violations)
         verdict = "CAUGHT" if report.violations else "escaped"
         print(
-            f"{mutant.__name__:22s} {system:6s} {verdict:8s} {len(report.violations):5d} "
+            f"{mutant.__name__:22s} {system:13s} {verdict:8s} {len(report.violations):5d} "
             f"{modes} {time.perf_counter() - started:.1f}s",
             flush=True,
         )

@@ -4,7 +4,9 @@
 
 TrainingCXL's systems (cxl-b, cxl) and the PMEM baseline with their own per-batch
 protocols, against CPR and Check-N-Run (FP32, 8 bit, 4 bit) on the DRAM system with an
-NVMe checkpoint store. The engine times each scheme's batch, checkpoint and recovery
+NVMe checkpoint store. The engine times each scheme's batch, checkpoint and recovery and
+their energy, and counts the bytes each writes per batch (the paper's protocols: their
+log records and flags; the software policies: checkpoint bytes over the interval)
 (simulate/ft_costs.py); long runs of ``--days`` days of training under exponential
 failures (seeded) give overhead, lost work and goodput (simulate/goodput.py). Writes
 REPORT.md (the table), goodput.png and overhead.png. docs/software_ft.md discusses it.
@@ -29,8 +31,10 @@ from components.sim.outputs import replacing_dir  # noqa: E402
 from simulate.cli import QuietParser, UsageError, run_main  # noqa: E402
 from simulate.configure import batch_size_of  # noqa: E402
 from simulate.ft_costs import (  # noqa: E402
+    batch_joules,
     cnr_costs,
     cpr_costs,
+    log_bytes_per_batch,
     paper_scheme,
     snapshot_rates,
     timed_run,
@@ -92,14 +96,15 @@ def compare(args) -> int:
     base = RunOptions(system="dram", model=args.model, seed=args.seed, progress=False)
     samples = batch_size_of(base)
     bar = tqdm(total=len(PAPER_SYSTEMS) + 2, desc="timing", unit="scheme", file=sys.stderr)
-    dram = timed_run(base, batches=args.batches)["batch_time_ms"]["mean"] / 1e3
+    timing = timed_run(base, batches=args.batches)
+    dram, dram_j = timing["batch_time_ms"]["mean"] / 1e3, batch_joules(timing)
     bar.update(1)
     papers = []
     for system in PAPER_SYSTEMS:
-        papers.append(paper_scheme(RunOptions(system=system, model=args.model, seed=args.seed,
-                                              progress=False), args.batches)[0])  # fmt: skip
+        options = RunOptions(system=system, model=args.model, seed=args.seed, progress=False)
+        papers.append((paper_scheme(options, args.batches)[0], log_bytes_per_batch(options)))
         bar.update(1)
-    cpr_s, cpr_recovery, cpr_bytes = cpr_costs(base)
+    cpr = cpr_costs(base)
     rates = snapshot_rates(base)
     bar.update(1)
     bar.close()
@@ -114,14 +119,17 @@ def compare(args) -> int:
     int(args.days * 86400 / dram)
     rows = []
     for mtbf in tqdm(args.mtbf, desc="long runs", unit="mtbf", file=sys.stderr):
-        schemes = [(s, None) for s in papers]
-        cpr_k = young_interval(cpr_s, mtbf, dram)
-        schemes.append((Scheme("dram+cpr", dram, cpr_s, cpr_recovery, cpr_k, False), cpr_bytes))
+        schemes = list(papers)
+        cpr_k = young_interval(cpr["checkpoint_s"], mtbf, dram)
+        scheme = Scheme("dram+cpr", dram, cpr["checkpoint_s"], cpr["recovery_s"], cpr_k, False,
+                        dram_j, cpr["checkpoint_j"], cpr["recovery_j"])  # fmt: skip
+        schemes.append((scheme, cpr["bytes"]))
         for bits in QUANTIZE:
             options = RunOptions(**{**vars(base), "quantize": bits, "checkpoint": "check-n-run"})
             k, costs = best_cnr_interval(options, dram, mtbf, costs_at)
             name = "dram+cnr" + ("" if bits == "none" else f"-{bits}b")
-            scheme = Scheme(name, dram, costs["checkpoint_s"], costs["recovery_s"], k, True)
+            scheme = Scheme(name, dram, costs["checkpoint_s"], costs["recovery_s"], k, True,
+                            dram_j, costs["checkpoint_j"], costs["recovery_j"])  # fmt: skip
             schemes.append((scheme, costs["bytes_per_checkpoint"]))
         for scheme, nbytes in schemes:
             n = int(args.days * 86400 / (scheme.batch_s + scheme.checkpoint_s / scheme.interval))
@@ -140,15 +148,17 @@ def report(rows, args) -> str:
         f"# Failure tolerance on {args.model}: {args.days:g} days of training per run",
         "",
         "| MTBF (h) | scheme | interval (batches) | checkpoint (s) | recovery (s) | "
-        "bytes per batch | failures | lost batches | overhead | goodput (samples/s) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "bytes per batch | failures | lost batches | overhead | goodput (samples/s) | "
+        "energy per sample (mJ) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for mtbf, scheme, run, nbytes in rows:
-        per_batch = "own log" if nbytes is None else f"{nbytes / scheme.interval:,.0f}"
+        per_batch = f"{nbytes / scheme.interval:,.0f}"
         lines.append(
             f"| {mtbf / 3600:g} | {scheme.name} | {scheme.interval:,} | "
             f"{scheme.checkpoint_s:.4g} | {scheme.recovery_s:.4g} | {per_batch} | "
-            f"{run.failures} | {run.lost_batches:,} | {run.overhead:.2%} | {run.goodput:,.0f} |"
+            f"{run.failures} | {run.lost_batches:,} | {run.overhead:.2%} | {run.goodput:,.0f} | "
+            f"{run.energy_per_sample * 1e3:.4g} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -35,7 +35,6 @@ from simulate.cli import QuietParser, UsageError, run_main  # noqa: E402
 from simulate.crashcheck import CheckSettings, crashcheck  # noqa: E402
 from simulate.job import validate  # noqa: E402
 from simulate.options import (  # noqa: E402
-    SAMPLED_OR_SOFTWARE_FT,
     add_run_options,
     options_from_args,
     refuse_multi_device,
@@ -45,8 +44,10 @@ from simulate.preflight import check_crashcheck  # noqa: E402
 PROG = "crashcheck.py"
 UNUSED = ("--outdir", "--functional", "--fail-at", "--fail-random", "--pmem-image")
 UNUSED += ("--halt-on-failure", "--plot")  # a crash check writes no outputs, cuts every state
-UNUSED += SAMPLED_OR_SOFTWARE_FT
+UNUSED += ("--sample",)  # its own --sample below; --checkpoint checks a software policy
 DEFAULTS = CheckSettings()
+PERSIST_ORDER_KNOBS = ("sample", "budget", "interrupted", "media_faults", "metadata_faults")
+PERSIST_ORDER_KNOBS += ("no_schedules",)
 
 
 def settings_from_args(args, seed: int) -> CheckSettings:
@@ -65,8 +66,33 @@ def settings_from_args(args, seed: int) -> CheckSettings:
     )
 
 
+def check_software(parser, args, options) -> None:
+    """A software policy's crash states are instants around its checkpoints: the
+    persist-order knobs of the paper's protocols mean nothing there."""
+    if options.checkpoint == "paper":
+        return
+    given = [f"--{name.replace('_', '-')}" for name in PERSIST_ORDER_KNOBS
+             if getattr(args, name) != parser.get_default(name)]  # fmt: skip
+    if args.optimizer != "sgd":
+        given.append("--optimizer")
+    if given:
+        raise UsageError(
+            f"--checkpoint {options.checkpoint} is checked at instants around its "
+            f"checkpoints: {', '.join(given)} explore the paper protocols' persist orders"
+        )
+
+
 def guarantee_line(bounds: dict) -> str:
     """The absolute bound the oracle enforced, in words."""
+    if "policy" in bounds:  # a software checkpoint policy (simulate/ft_oracle.py)
+        held = "exactly" if bounds["bits"] == 32 else f"within half a {bounds['bits']}-bit step of"
+        what = "the state of the newest checkpoint whose write ended"
+        if bounds["rows"] == "as last saved":
+            what = "each row as the newest complete checkpoint that saved it"
+        return (
+            f"{bounds['policy']}: {held} {what} ({bounds['checkpoints']} taken), "
+            f"resume: {bounds['resume']}"
+        )
     line = "resume at or after the newest batch whose checkpoint ops ended"
     if bounds.get("max_mlp_age") is None:
         return line
@@ -127,6 +153,7 @@ def main(argv: list[str]) -> int:
         options = options_from_args(args)
         refuse_multi_device(options, PROG)
         settings = settings_from_args(args, options.seed)
+        check_software(parser, args, options)
         validate(options, writes_outdir=False)
         check_crashcheck(options, args.sample, settings)
         options.progress = False
@@ -139,6 +166,14 @@ def main(argv: list[str]) -> int:
         summary = report.summary()
         print(f"{options.system}: guarantee: {guarantee_line(report.guarantee)}", file=sys.stderr)
         coverage = summary["sampled_pair_coverage"]
+        if "policy" in report.guarantee:  # crash instants, no persist orders
+            print(
+                f"{options.system}: {report.states} crash points in {report.seconds:.1f} s "
+                f"({report.resumed_runs} resumed runs), {dict(report.verdicts)}",
+                file=sys.stderr,
+            )
+            print(json.dumps(summary))
+            return 1 if report.violations else 0
         print(
             f"{options.system}: {report.states} crash states in {report.seconds:.1f} s "
             f"({report.states_per_second:.0f}/s; {report.recoveries} recoveries run), "

@@ -65,21 +65,25 @@ def prepare(options: RunOptions) -> tuple[ModelSpec, int, TrainingBoard]:
     """Resolve the model and build the board with every --set applied (no simulation)."""
     board = fresh_board(options)
     if options.checkpoint != "paper":
-        board.ft = software_policy(options)
+        board.ft = software_policy(options, getattr(board, "ft", None))
     for path, value in options.sets:
         board.set_by_path(path, value)
     return resolve_spec(options), batch_size_of(options), board
 
 
-def software_policy(options: RunOptions) -> SoftwareCheckpoint:
-    """The --checkpoint policy with --mtbf, --ckpt-interval and --quantize applied."""
+def software_policy(
+    options: RunOptions, given: SoftwareCheckpoint | None = None
+) -> SoftwareCheckpoint:
+    """The --checkpoint policy with --mtbf, --ckpt-interval and --quantize applied; a
+    board built in Python keeps its own subclass of that policy (``given``)."""
     if options.system not in SOFTWARE_FT_SYSTEMS:
         raise UsageError(
             f"--checkpoint {options.checkpoint} saves host-resident tables: use --system "
             f"{', '.join(SOFTWARE_FT_SYSTEMS)} ({options.system} keeps its tables on a device "
             "with its own protocol)"
         )
-    policy = POLICIES[options.checkpoint]()
+    kind = POLICIES[options.checkpoint]
+    policy = type(given)() if isinstance(given, kind) else kind()
     if options.mtbf is not None:
         policy.mtbf = options.mtbf
     if options.ckpt_interval is not None:

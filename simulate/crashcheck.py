@@ -416,7 +416,14 @@ def crashcheck(
     stretch: Stretch | None = None,
 ) -> CrashReport:
     """Check recovery at every crash state the settings select (one recorded run), in
-    the other orders of its concurrent ops, and in the runs resumed after recoveries."""
+    the other orders of its concurrent ops, and in the runs resumed after recoveries.
+    A software checkpoint policy (--checkpoint) is checked at its crash points instead
+    (simulate/ft_crashcheck.py; ``protocol_class``: a mutant of its recovery or policy)."""
+    if options.checkpoint != "paper":
+        from simulate.ft_crashcheck import crashcheck_software  # it builds on this module
+
+        resumed = (settings or CheckSettings()).resumed
+        return crashcheck_software(options, resumed, protocol_class)
     settings = settings or CheckSettings(explore=ExploreSettings(seed=options.seed))
     stretch = stretch or run_stretch(options, lr=DEFAULT_LR, optimizer=optimizer)
     start = stretch.initial_state()

@@ -36,6 +36,7 @@ from components.sim.engine import Engine
 from components.sim.schedule import Scheduler
 from components.sim.units import parse_time, ticks_to_ms
 from simulate.configure import connected_board, resolve_functional
+from simulate.ft_failures import software_failures
 from simulate.options import RunOptions, UsageError
 from simulate.oracle import VIOLATION, expected_for, reference_from, same_bits, verdict
 from simulate.recording import (
@@ -184,6 +185,10 @@ def run_with_failures(
     """Inject the requested failures; one results.json ``failure`` entry per failure.
     An existing --pmem-image is recovered from instead (power returning to a cut image)."""
     check_options(options, optimizer)
+    if options.checkpoint != "paper":  # a software policy: its store, its oracle
+        recorded = recorded or run_stretch(options, lr=lr, optimizer=optimizer)
+        pending = failure_ticks(options, recorded.end_tick)
+        return software_failures(options, recorded, pending, lr, optimizer)
     if options.pmem_image and Path(options.pmem_image).exists():
         return [resume_from_image(options, lr, recorded, optimizer)]
     return inject(options, lr, recorded, optimizer)[0]

@@ -5,15 +5,18 @@ at a given interval, a recovery. ``scripts/compare_ft.py`` strings these into lo
 from __future__ import annotations
 
 import tempfile
+from collections import defaultdict
 from dataclasses import replace
 
 import numpy as np
 
+from components.energy import EnergyReport
 from components.sim.engine import Engine
 from components.sim.schedule import Scheduler
 from components.sim.units import TICKS_PER_SECOND
-from simulate.configure import batch_size_of, connected_board, resolve_spec
+from simulate.configure import batch_size_of, connected_board, input_generator, resolve_spec
 from simulate.goodput import Scheme
+from simulate.host import drive_batches
 from simulate.job import run_job
 from simulate.options import RunOptions
 from workloads.inputs import DEFAULT_ZIPF_EXPONENT
@@ -30,13 +33,46 @@ def timed_run(options: RunOptions, **fields) -> dict:
 
 def _op_seconds(options: RunOptions, body) -> float:
     """Seconds one op takes on a fresh, idle board of ``options``."""
+    return op_cost(options, body)[0]
+
+
+def op_cost(options: RunOptions, body) -> tuple[float, float, float]:
+    """(seconds, static joules, dynamic joules) of one op on a fresh, idle board: the
+    whole board's static power over the op, the dynamic energy of its work."""
     spec, batch_size = resolve_spec(options), batch_size_of(options)
     engine = Engine()
     scheduler = Scheduler(engine)
     board = connected_board(options, spec, batch_size, engine, scheduler)
     op = scheduler.op("probe", "checkpoint", -1, None, lambda now: body(board))
     engine.run()
-    return (op.record.end - op.record.start) / TICKS_PER_SECOND
+    ticks = op.record.end - op.record.start
+    energy = EnergyReport.build(board, ticks)
+    return ticks / TICKS_PER_SECOND, energy.static, energy.dynamic
+
+
+def log_bytes_per_batch(options: RunOptions, batches: int = 3) -> float:
+    """Bytes a system's own protocol writes per batch to its table device: every
+    persisted request of its checkpoint ops (log records, flags), from a timing run."""
+    spec, batch_size = resolve_spec(options), batch_size_of(options)
+    engine = Engine()
+    scheduler = Scheduler(engine)
+    board = connected_board(options, spec, batch_size, engine, scheduler)
+    written: dict[int, int] = defaultdict(int)
+
+    def observe(persisted) -> None:
+        if persisted.owner is not None:
+            written[persisted.owner] += len(persisted.addresses) * persisted.size
+
+    board.table_memory().write_listeners.append(observe)
+    generator = input_generator(options, spec, batch_size)
+    drive_batches(engine, board, spec, generator, range(batches))
+    logs = {r.uid for r in scheduler.records if r.category == "checkpoint"}
+    return sum(n for uid, n in written.items() if uid in logs) / batches
+
+
+def batch_joules(timing: dict) -> float:
+    """Joules per batch of a timing run (results.json), everything it ran included."""
+    return timing["energy_j"]["total"] / timing["batches"]
 
 
 def paper_scheme(options: RunOptions, batches: int) -> tuple[Scheme, dict]:
@@ -48,25 +84,31 @@ def paper_scheme(options: RunOptions, batches: int) -> tuple[Scheme, dict]:
     middle = f"{timing['batch_time_ms']['mean'] * 1.5}ms"
     failure = timed_run(options, batches=3, fail_at=[middle])["failure"]
     scheme = Scheme(
-        options.system, batch_s - checkpoint_s, checkpoint_s, failure["recovery_ms"] / 1e3, 1, True
-    )
+        options.system, batch_s - checkpoint_s, checkpoint_s, failure["recovery_ms"] / 1e3, 1, True,
+        batch_joules(timing), 0.0, failure["recovery_energy_j"],
+    )  # fmt: skip
     return scheme, timing
 
 
-def cpr_costs(options: RunOptions) -> tuple[float, float, int]:
-    """(checkpoint s, recovery s, bytes per checkpoint) of a full CPR checkpoint."""
+def cpr_costs(options: RunOptions) -> dict:
+    """A full CPR checkpoint: its seconds and joules (training paused: the board's
+    static power throughout), its recovery's, and its bytes."""
     cpr = replace(options, checkpoint="cpr")
 
     def checkpoint(board):
         board.ft.checkpoints += 1
         return board.ft.dump(board, board.ft.recovery_bytes(board))
 
-    seconds = _op_seconds(cpr, checkpoint) + _op_seconds(
-        cpr, lambda board: board.mlp_to_host(board.layout.mlp_bytes)
-    )
-    recovery = _op_seconds(cpr, lambda board: board.ft.recovery(board))
-    nbytes = _op_value(cpr, lambda board: board.ft.recovery_bytes(board))
-    return seconds, recovery, nbytes
+    dump = op_cost(cpr, checkpoint)
+    pull = op_cost(cpr, lambda board: board.mlp_to_host(board.layout.mlp_bytes))
+    recovery = op_cost(cpr, lambda board: board.ft.recovery(board))
+    return {
+        "checkpoint_s": dump[0] + pull[0],
+        "checkpoint_j": sum(dump[1:]) + sum(pull[1:]),
+        "recovery_s": recovery[0],
+        "recovery_j": sum(recovery[1:]),
+        "bytes": _op_value(cpr, lambda board: board.ft.recovery_bytes(board)),
+    }
 
 
 def _op_value(options: RunOptions, read):
@@ -87,12 +129,17 @@ def snapshot_rates(options: RunOptions) -> dict:
     sample = min(count, TIMED_ROWS)
     step = max(count // sample, 1) * layout.row_bytes
     addresses = start + np.arange(sample, dtype=np.int64) * step
-    mlp_only = _op_seconds(cnr, lambda b: b.ft.snapshot(b, addresses[:0], mlps))
-    rows = _op_seconds(cnr, lambda b: b.ft.snapshot(b, addresses, mlps))
+    mlp_only = op_cost(cnr, lambda b: b.ft.snapshot(b, addresses[:0], mlps))
+    rows = op_cost(cnr, lambda b: b.ft.snapshot(b, addresses, mlps))
+    full = op_cost(cnr, lambda b: b.ft.snapshot(b, None, mlps))
     return {
-        "mlp_s": mlp_only,
-        "per_row_s": (rows - mlp_only) / sample,
-        "full_s": _op_seconds(cnr, lambda b: b.ft.snapshot(b, None, mlps)),
+        "mlp_s": mlp_only[0],
+        "per_row_s": (rows[0] - mlp_only[0]) / sample,
+        "full_s": full[0],
+        "static_w": full[1] / full[0],
+        "mlp_j": mlp_only[2],
+        "per_row_j": (rows[2] - mlp_only[2]) / sample,
+        "full_j": full[2],
     }
 
 
@@ -111,21 +158,30 @@ def cnr_costs(options: RunOptions, interval: int, batch_s: float, rates: dict) -
     full_stored = data // layout.row_bytes * stored_row + mlps
     diff_stored = int(rows * stored_row) + mlps
     snapshot_s = rates["mlp_s"] + rates["per_row_s"] * rows
-    write_s = _op_seconds(cnr, lambda b: b.ft.write(b, int(rows) * layout.row_bytes, diff_stored))
-    full_write_s = _op_seconds(cnr, lambda b: b.ft.write(b, data, full_stored))
+    write_s, _, write_j = op_cost(
+        cnr, lambda b: b.ft.write(b, int(rows) * layout.row_bytes, diff_stored)
+    )
+    full_write_s, _, full_write_j = op_cost(cnr, lambda b: b.ft.write(b, data, full_stored))
     chain = max(int(full_stored // diff_stored), 1)  # checkpoints per baseline
     window = interval * batch_s
     diff_cost = snapshot_s + max(0.0, write_s - window)
     full_cost = rates["full_s"] + max(0.0, full_write_s - window)
+    # the work's dynamic energy, and the board's static power while training waits
+    diff_j = rates["mlp_j"] + rates["per_row_j"] * rows + write_j
+    diff_j += rates["static_w"] * diff_cost
+    full_j = rates["full_j"] + full_write_j + rates["static_w"] * full_cost
 
     def recovery(board):
         object.__setattr__(board.ft, "_full", full_stored)
         object.__setattr__(board.ft, "_since_full", (chain - 1) * diff_stored // 2)
         return board.ft.recovery(board)
 
+    recovery_s, recovery_static, recovery_dynamic = op_cost(cnr, recovery)
     return {
         "checkpoint_s": (full_cost + (chain - 1) * diff_cost) / chain,
-        "recovery_s": _op_seconds(cnr, recovery),
+        "checkpoint_j": (full_j + (chain - 1) * diff_j) / chain,
+        "recovery_s": recovery_s,
+        "recovery_j": recovery_static + recovery_dynamic,
         "bytes_per_checkpoint": (full_stored + (chain - 1) * diff_stored) / chain,
         "stored_bytes": full_stored + (chain - 1) * diff_stored / 2,
         "rows": rows,

@@ -30,6 +30,9 @@ class Scheme:
     recovery_s: float  # back to training after a failure
     interval: int  # batches between checkpoints (1: every batch)
     replay: bool  # rerun the batches since the last complete checkpoint
+    batch_j: float = 0.0  # joules of one batch (the paper's protocols: with their log)
+    checkpoint_j: float = 0.0  # joules of one checkpoint beyond the batches it overlaps
+    recovery_j: float = 0.0  # joules of one recovery
 
 
 @dataclass(frozen=True)
@@ -41,11 +44,21 @@ class LongRun:
     failures: int
     recovery_s: float
     lost_batches: int  # batches run again (replay) or whose updates were given up
+    checkpoints: float = 0.0  # checkpoints taken (one cut by a failure: its share done)
 
     @property
     def goodput(self) -> float:
         """Samples whose updates the final model holds, per second of wall time."""
         return self.useful_batches * self.samples_per_batch / self.wall_s
+
+    @property
+    def energy_per_sample(self) -> float:
+        """Joules per sample whose updates the final model holds: every batch run
+        (kept, rerun or given up), every checkpoint taken and every recovery."""
+        s = self.scheme
+        run = self.useful_batches + self.lost_batches
+        joules = run * s.batch_j + self.checkpoints * s.checkpoint_j + self.failures * s.recovery_j
+        return joules / (self.useful_batches * self.samples_per_batch)
 
     @property
     def overhead(self) -> float:
@@ -72,7 +85,7 @@ def long_run(
     start or the end of the last recovery) restarts from a checkpoint boundary."""
     interval, batch_s, ckpt_s = scheme.interval, scheme.batch_s, scheme.checkpoint_s
     period = interval * batch_s + ckpt_s
-    wall = recovered = 0.0
+    wall = recovered = checkpoints = 0.0
     processed = kept_total = lost = failures = 0
     for gap in gaps:
         need = batches - processed
@@ -81,9 +94,12 @@ def long_run(
             wall += finish
             processed += need
             kept_total += need
+            checkpoints += need // interval
             break
         whole, rest = divmod(gap, period)
         partial = min(int(rest // batch_s), interval)  # since the last complete checkpoint
+        cut = max(rest - interval * batch_s, 0.0)  # into the checkpoint that was saving them
+        checkpoints += whole + (cut / ckpt_s if ckpt_s > 0 else 0.0)
         kept = int(whole) * interval
         wall += gap + scheme.recovery_s
         recovered += scheme.recovery_s
@@ -93,4 +109,6 @@ def long_run(
         processed += kept + (0 if scheme.replay else partial)
     else:
         raise ValueError(f"the failure gaps ran out before {batches} batches were processed")
-    return LongRun(scheme, kept_total, samples_per_batch, wall, failures, recovered, lost)
+    return LongRun(
+        scheme, kept_total, samples_per_batch, wall, failures, recovered, lost, checkpoints
+    )

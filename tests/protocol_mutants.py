@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from components.boards.software_ft import CheckNRunCheckpoint
+from components.persistence.checkpoints import NEVER, ChainRecovery, Payload
 from components.persistence.image import RECORD_HEADER, WORD, PmemImage, record_header
 from components.persistence.protocols import (
     RedoProtocol,
     RelaxedUndoProtocol,
     UndoProtocol,
 )
+from components.persistence.quantize import dequantize
 from components.persistence.writes import Writes
 
 
@@ -255,3 +258,95 @@ MUTANTS = [
 """(system, mutant) pairs; the last five are issue 26's classes: a schedule-dependent
 rollback order, never-committed and mislabelled MLP copies, stale flags after a
 recovery, header fields outside the CRC."""
+
+
+# ----- software checkpoint policies (simulate/ft_crashcheck.py) ---------------------------
+class TrustsTornCheckpoint(ChainRecovery):
+    """Reads the checkpoint in flight at the failure too: its rows written so far over
+    the chain, labelled with its batch (no look at the commit record)."""
+
+    def recover(self, store, tick, initial, volatile=None):
+        got = super().recover(store, tick, initial, volatile)
+        last = got.chain[-1] if got.chain else -1
+        torn = [c for c in store.checkpoints if c.end == NEVER and c.seq > last and c.durable]
+        if torn:
+            c = torn[-1]
+            got.table[c.rows[: c.durable]] = self.decode(c.payload.head(c.durable))
+            got.batch = c.batch
+        return got
+
+
+class MissesOwnBatchRows(CheckNRunCheckpoint):
+    """Takes the differential before tracking the batch's own rows: they land in the
+    next one, so each differential misses rows modified since the previous checkpoint."""
+
+    def checkpoint_ops(self, board, ops, prev):
+        now = board.engine.now
+        if self._last is not None and now - self._last < self.interval_ticks(board.layout):
+            self._track(board, ops.demand)
+            return []
+        object.__setattr__(self, "_last", now)
+        out = self.take(board, ops, prev)
+        self._track(board, ops.demand)
+        return out
+
+
+class WrongScaleDequantize(ChainRecovery):
+    """Dequantizes with a step over 2^bits codes instead of 2^bits - 1: the top codes
+    land a whole step short."""
+
+    def decode(self, payload):
+        if payload.bits == 32:
+            return payload.values
+        scale = np.float32((2**payload.bits - 1) / 2**payload.bits)
+        return dequantize(payload.codes, payload.low, payload.step * scale)
+
+
+class TruncatingQuantizer(ChainRecovery):
+    """Quantizes by truncation, not rounding: errors up to a whole step (no step / 2
+    bound)."""
+
+    def encode(self, values, bits):
+        payload = super().encode(values, bits)
+        if bits == 32:
+            return payload
+        rows = np.asarray(values, dtype=np.float32)
+        safe = np.where(payload.step > 0, payload.step, np.float32(1))
+        codes = np.floor((rows - payload.low[:, None]) / safe[:, None])
+        codes = np.clip(codes, 0, 2**bits - 1).astype(np.uint8)
+        return Payload(codes=codes, low=payload.low, step=payload.step, bits=bits)
+
+
+class CprKeepsLostUpdates(ChainRecovery):
+    """CPR 'recovery' that keeps the tables host memory held at the failure, with the
+    updates since the checkpoint it claims to drop (the MLPs from the checkpoint)."""
+
+    def recover(self, store, tick, initial, volatile=None):
+        got = super().recover(store, tick, initial, volatile)
+        if volatile is not None:
+            got.table = volatile.copy()
+        return got
+
+
+class DropsChainForNewFull(ChainRecovery):
+    """Deletes the old chain once a new full checkpoint begins: when that full is torn,
+    nothing is left to fall back to (the initial weights)."""
+
+    def chain(self, store, tick):
+        fulls = [c for c in store.checkpoints if c.full]
+        if fulls and not fulls[-1].complete(tick):
+            return []
+        return super().chain(store, tick)
+
+
+FT_MUTANTS = [
+    ("check-n-run", "none", TrustsTornCheckpoint),
+    ("cpr", "none", TrustsTornCheckpoint),
+    ("check-n-run", "none", MissesOwnBatchRows),
+    ("check-n-run", "8", WrongScaleDequantize),
+    ("check-n-run", "4", TruncatingQuantizer),
+    ("cpr", "none", CprKeepsLostUpdates),
+    ("check-n-run", "none", DropsChainForNewFull),
+]
+"""(--checkpoint, --quantize, mutant): broken recoveries (ChainRecovery subclasses) and a
+broken policy (a CheckNRunCheckpoint subclass), each breaking one guarantee."""

@@ -24,6 +24,7 @@ SCRIPTS = {
     "reproduce_paper": ROOT / "scripts" / "reproduce_paper.py",
     "sensitivity": ROOT / "scripts" / "sensitivity.py",
     "failure_accuracy": ROOT / "scripts" / "failure_accuracy.py",
+    "ft_accuracy": ROOT / "scripts" / "ft_accuracy.py",
     "compare_backends": ROOT / "scripts" / "compare_backends.py",
     "crashcheck": ROOT / "scripts" / "crashcheck.py",
     "collect": ROOT / "scripts" / "collect.py",
@@ -98,6 +99,16 @@ CASES = [
     ("crashcheck", ["--model", "rm1"], "crash states"),
     ("crashcheck", ["--seed", "-1"], "--seed must be in 0..4294967295"),
     ("crashcheck", ["--sample", "-1"], "--sample must not be negative"),
+    (
+        "crashcheck",
+        ["--system", "dram", "--checkpoint", "cpr", "--budget", "3"],
+        "--budget explore the paper protocols' persist orders",
+    ),
+    (
+        "trainingcxl",
+        ["--system", "dram", "--checkpoint", "cpr", "--pmem-image", "{new}"],
+        "keeps its checkpoints on board.ft.store",
+    ),
     # absurd counts: bounded by what the run can use (8 failures per batch), before work
     ("trainingcxl", ["--fail-random", str(10**30)], "--fail-random: 10000000000000000000000000"),
     ("trainingcxl", ["--fail-random", "81", "--batches", "10"], "more than the 8 per batch"),
@@ -114,6 +125,8 @@ CASES = [
     ("trainingcxl", ["--fail-at", "1ms", "--fail-at", "1000us"], "the same instant as"),
     ("failure_accuracy", ["--failures", str(10**12)], "--failures: 1000000000000 failures"),
     ("failure_accuracy", ["--failures", "25", "--batches", "3"], "more than the 8 per batch"),
+    ("ft_accuracy", ["--interval", "0"], "--interval must be at least 1, got 0"),
+    ("ft_accuracy", ["--failures", "25", "--batches", "3"], "more than the 8 per batch"),
     # parameters without a meaning at zero or tiny values, or without a physical bound
     ("trainingcxl", ["--set", f"{PMEM}.interleave=0B"], "interleave: bad value '0B': must be >="),
     (

@@ -7,7 +7,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+
+from components.persistence.image import RECORD_HEADER
+from simulate.configure import input_generator
+from simulate.ft_costs import log_bytes_per_batch
+from simulate.options import RunOptions
+from workloads.models import get_model
+from workloads.opgraph import build_demand
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "compare_ft.py"
@@ -29,6 +37,9 @@ def test_the_comparison_covers_every_scheme_and_writes_its_plots(tmp_path):
     short, long = (int(r[3].replace(",", "")) for r in cpr_rows)
     assert long / short == pytest.approx((86400 / 600) ** 0.5, rel=0.02)
     assert (out / "goodput.png").stat().st_size > 0 and (out / "overhead.png").stat().st_size > 0
+    header = rows[0].split("|")
+    assert "energy per sample (mJ)" in header[-2]
+    assert all(float(r.split("|")[-2]) > 0 for r in rows[1:])
 
 
 def test_bad_arguments_are_one_line(tmp_path):
@@ -39,3 +50,18 @@ def test_bad_arguments_are_one_line(tmp_path):
         )  # fmt: skip
         lines = done.stderr.strip().splitlines()
         assert done.returncode == 2 and len(lines) == 1 and "compare_ft.py: error:" in lines[0]
+
+
+def test_the_paper_protocols_log_bytes_per_batch_are_their_records():
+    """PMEM's redo log of a batch: an entry per unique row (its id and values), the
+    MLPs, the two records' headers and the commit flag word."""
+    options = RunOptions(system="pmem", model="rmc1", batch_size=64, progress=False)
+    spec = get_model("rmc1")
+    generator, previous, unique = input_generator(options, spec, 64), None, []
+    for n in range(3):
+        batch = generator.batch(n)
+        unique.append(len(build_demand(spec, batch, n, previous).lookup.unique_rows))
+        previous = batch
+    entry = 8 + spec.embedding_dim * 4
+    expected = np.mean(unique) * entry + spec.mlp_param_count * 4 + 2 * RECORD_HEADER + 8
+    assert log_bytes_per_batch(options, 3) == pytest.approx(expected)

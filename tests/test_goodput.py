@@ -26,6 +26,17 @@ def test_a_failure_during_a_checkpoint_loses_the_interval_it_was_saving():
     assert run.goodput == pytest.approx(10 * 64 / run.wall_s)
 
 
+def test_energy_per_sample_counts_every_batch_checkpoint_and_recovery_run():
+    """The 8.5 s failure again, 1 J a batch, 4 J a checkpoint, 10 J a recovery: 13
+    batches run (10 kept, 3 rerun), 3 complete checkpoints and a quarter of the one
+    cut (0.5 of its 2 s), one recovery, over the 10 x 64 samples kept."""
+    scheme = Scheme("replay", 1.0, 2.0, 5.0, 3, True, batch_j=1.0, checkpoint_j=4.0,
+                    recovery_j=10.0)  # fmt: skip
+    run = long_run(scheme, 10, 64, [8.5, math.inf])
+    assert run.checkpoints == pytest.approx(3.25)
+    assert run.energy_per_sample == pytest.approx((13 + 3.25 * 4 + 10) / 640)
+
+
 def test_partial_recovery_gives_the_lost_batches_up_instead_of_rerunning_them():
     """Same failure under CPR's rule: 6 of 10 batches consumed by then, 3 kept; the
     4 left take 4 s and one checkpoint."""

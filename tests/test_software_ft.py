@@ -135,7 +135,7 @@ def test_paper_protocols_are_unchanged_by_the_option(tmp_path):
         (["--system", "dram", "--checkpoint", "cpr", "--mtbf", "-5"], "positive"),
         (["--system", "dram", "--checkpoint", "cpr", "--mtbf", "nan"], "positive"),
         (["--system", "dram", "--mtbf", "3600"], "add --checkpoint"),
-        (["--system", "dram", "--checkpoint", "cpr", "--fail-at", "1ms"], "failure injection"),
+        (["--system", "dram", "--checkpoint", "cpr", "--pmem-image", "x.img"], "board.ft.store"),
     ],
 )
 def test_software_ft_options_that_mean_nothing_are_refused_in_one_line(tmp_path, args, needle):

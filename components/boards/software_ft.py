@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -48,11 +49,30 @@ _CPR = "CPR (Maeng et al., MLSys 2021)"
 _CNR = "Check-N-Run (Eisenman et al., NSDI 2022)"
 
 
+@dataclass
+class Taken:
+    """One checkpoint as the policy took it, for the failure model: the batch whose
+    state it holds (after that batch's update), every row (``rows`` None) or the rows
+    modified since the previous one, its stored bytes, and the op whose end makes it
+    durable (the store write; its commit record is written last)."""
+
+    batch: int
+    rows: np.ndarray | None
+    stored: int
+    write: Op
+
+    @property
+    def full(self) -> bool:
+        return self.rows is None
+
+
 class SoftwareCheckpoint(SimObject):
     """A periodic checkpoint of host-resident tables to a store; subclasses say what a
     checkpoint holds and how training waits for it."""
 
     policy = "none"
+    replays = False  # after a failure: the batches since the checkpoint rerun (or lost)
+    complete_rows = True  # a checkpoint holds every row modified since the previous one
     interval = Float(
         0.0,
         "simulated seconds between checkpoints (0: sqrt(2 x estimated checkpoint time x "
@@ -78,6 +98,7 @@ class SoftwareCheckpoint(SimObject):
         self.checkpointRows = self.scalar("checkpointRows", "embedding rows checkpointed", "Count")
         object.__setattr__(self, "_last", None)  # tick the last checkpoint was due at
         object.__setattr__(self, "_modified", np.zeros(0, dtype=np.int64))
+        object.__setattr__(self, "taken", [])  # Taken, in the order written
 
     # ----- what the board calls --------------------------------------------------------
     def size(self, layout) -> None:
@@ -88,7 +109,7 @@ class SoftwareCheckpoint(SimObject):
     def checkpoint_ops(self, board, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
         """This batch's checkpoint ops (the batch's end waits for those returned): one
         is due at the first batch issued ``interval`` after the previous one."""
-        self._track(board.unique_addresses(ops.demand))
+        self._track(board, ops.demand)
         now = board.engine.now
         if self._last is not None and now - self._last < self.interval_ticks(board.layout):
             return []
@@ -104,12 +125,13 @@ class SoftwareCheckpoint(SimObject):
             seconds = math.sqrt(2 * full / self.store.write_bandwidth * self.mtbf)
         return seconds * TICKS_PER_SECOND
 
-    def recovery(self, board) -> Iterator[Stage]:
-        """After a failure: the checkpoint read back from the store into the tables'
-        memory (in order), then the MLPs copied to the GPU."""
+    def recovery(self, board, nbytes: int | None = None) -> Iterator[Stage]:
+        """After a failure: ``nbytes`` of checkpoints (default ``recovery_bytes``) read
+        back from the store into the tables' memory (in order), then the MLPs copied to
+        the GPU."""
         size = board.layout.regions()["data"][1]
         yield bulk_stage(
-            ("read", self.store, self.recovery_bytes(board)),
+            ("read", self.store, self.recovery_bytes(board) if nbytes is None else nbytes),
             ("write", board.checkpoint_source(), size),
             latency=board.host.op_overhead,
         )
@@ -123,8 +145,8 @@ class SoftwareCheckpoint(SimObject):
     def take(self, board, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
         raise NotImplementedError
 
-    def _track(self, rows: np.ndarray) -> None:
-        """Rows modified since the last checkpoint (Check-N-Run's tracking)."""
+    def _track(self, board, demand) -> None:
+        """What the policy remembers of each batch between checkpoints."""
 
     # ----- shared stages ---------------------------------------------------------------
     def dump(self, board, nbytes: int) -> Stage:
@@ -168,27 +190,90 @@ def bulk_stage(*parts: tuple[str, object, int], latency: int = 0) -> Stage:
 
 
 class CprCheckpoint(SoftwareCheckpoint):
-    """Full checkpoints, training paused; partial recovery without replay."""
+    """Full checkpoints, training paused; partial recovery without replay. With
+    ``mfu_share`` < 1, CPR-MFU: after a full checkpoint, each one saves only the rows
+    looked up most often since the previous one (the rest keep their older saved
+    values), until those partial checkpoints would outgrow a full one."""
 
     policy = "cpr"
+    mfu_share = Float(
+        1.0,
+        "share of the embedding rows a checkpoint after a full one saves: those looked up "
+        "most often since the previous checkpoint (CPR-MFU); 1: every checkpoint full",
+        f"{_CPR}, section 5: MFU checkpoints save the most frequently used rows more often",
+        low=1e-9,
+        high=1.0,
+    )
+
+    def __init__(self, **overrides) -> None:
+        super().__init__(**overrides)
+        object.__setattr__(self, "_uses", None)  # lookups per row since the last checkpoint
+        object.__setattr__(self, "_full", 0)  # bytes of the last full checkpoint
+        object.__setattr__(self, "_since_full", 0)  # partial bytes stored after it
+
+    def _track(self, board, demand) -> None:
+        if self.mfu_share >= 1:
+            return
+        if self._uses is None:
+            object.__setattr__(self, "_uses", np.zeros(board.layout.total_rows, np.int64))
+        np.add.at(self._uses, np.asarray(demand.lookup.rows, np.int64), 1)
+
+    def most_used(self, board) -> np.ndarray:
+        """The ceil(share x rows) rows looked up most often (ties: lower row first) that
+        were looked up at all, in row order."""
+        count = math.ceil(self.mfu_share * board.layout.total_rows)
+        used = np.flatnonzero(self._uses)
+        order = np.lexsort((used, -self._uses[used]))
+        return np.sort(used[order[:count]])
 
     def take(self, board, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
         n, data = ops.batch, board.layout.regions()["data"][1]
+        row_bytes, mlps = board.layout.row_bytes, ops.demand.mlp_param_bytes
+        rows = None
+        if self.mfu_share < 1 and self._full:
+            rows = self.most_used(board)
+            if self._since_full + len(rows) * row_bytes + mlps > self._full:
+                rows = None  # a new baseline: recovery would read more than a full one
+        if self._uses is not None:
+            self._uses[:] = 0
+        stored = (data if rows is None else len(rows) * row_bytes) + mlps
+        if rows is None:
+            object.__setattr__(self, "_full", stored)
+            object.__setattr__(self, "_since_full", 0)
+        else:
+            object.__setattr__(self, "_since_full", self._since_full + stored)
         self.checkpoints += 1
-        self.checkpointRows += data // board.layout.row_bytes
+        self.checkpointRows += data // row_bytes if rows is None else len(rows)
 
         def body(now):
-            yield from board.mlp_to_host(ops.demand.mlp_param_bytes)
-            yield self.dump(board, data + ops.demand.mlp_param_bytes)
+            yield from board.mlp_to_host(mlps)
+            if rows is None:
+                yield self.dump(board, stored)
+                return
+            start = board.layout.regions()["data"][0]
+            addresses = start + rows * row_bytes
+            read = board.checkpoint_source().read(
+                addresses, row_bytes, board.host.outstanding(row_bytes)
+            )
+            yield stage(read, latency=board.host.op_overhead)
+            self.checkpointBytes += stored
+            yield bulk_stage(("write", self.store, stored), latency=board.host.op_overhead)
 
         deps = [ops.update, ops.bottom_bwd]
-        return [board.scheduler.op("cpr_checkpoint", "checkpoint", n, HostCpu.UNIT, body, deps)]
+        op = board.scheduler.op("cpr_checkpoint", "checkpoint", n, HostCpu.UNIT, body, deps)
+        self.taken.append(Taken(n, rows, stored, op))
+        return [op]
+
+    @property
+    def complete_rows(self) -> bool:
+        return self.mfu_share >= 1
 
 
 class CheckNRunCheckpoint(SoftwareCheckpoint):
     """Differential, optionally quantized, decoupled checkpoints."""
 
     policy = "check-n-run"
+    replays = True
     quantize = Enum(
         "none",
         "bits per element of checkpointed rows (none: FP32 as trained)",
@@ -196,7 +281,9 @@ class CheckNRunCheckpoint(SoftwareCheckpoint):
         choices=("none", *(str(b) for b in BITS)),
     )
 
-    def _track(self, rows: np.ndarray) -> None:
+    def _track(self, board, demand) -> None:
+        """Rows modified since the last checkpoint (Check-N-Run's tracking)."""
+        rows = board.unique_addresses(demand)
         object.__setattr__(self, "_modified", np.union1d(self._modified, rows))
 
     def __init__(self, **overrides) -> None:
@@ -272,13 +359,18 @@ class CheckNRunCheckpoint(SoftwareCheckpoint):
 
         writing = s.op("cnr_write", "checkpoint", n, "ckpt_store", write, [snap], background=True)
         object.__setattr__(self, "_writing", writing)
+        start = board.layout.regions()["data"][0]
+        held = None if full else (rows - start) // row_bytes
+        self.taken.append(Taken(n, held, stored, writing))
         return [snap]
 
 
 class NoCheckpoint(SoftwareCheckpoint):
-    """Nothing saved: a failure loses the tables (the lower bound on overhead)."""
+    """Nothing saved: a failure loses the tables (the lower bound on overhead); training
+    restarts from the initial weights."""
 
     policy = "none"
+    replays = True
 
     def checkpoint_ops(self, board, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
         return []
