@@ -241,8 +241,26 @@ def alone_ticks(work: int | Stage | Iterator[int | Stage]) -> int:
         if isinstance(stage, int):
             total += stage
             continue
-        total += max((flow.alone_ticks for flow in stage.flows), default=0) + stage.latency
+        total += _together_ticks(stage.flows) + stage.latency
     return total
+
+
+def _together_ticks(flows: list[Flow]) -> int:
+    """How long a stage's flows take on an otherwise idle network: alone each takes its
+    own bound; together they share what they both cross (a link, a DCOH's trackers)."""
+    if len(flows) <= 1:
+        return max((flow.alone_ticks for flow in flows), default=0)
+    engine = Engine()
+    network = FlowNetwork(engine)
+    copies = [
+        Flow(dict(f.needs), min_ticks=f.min_ticks, weight=f.weight, alone_needs=f.alone_needs,
+             fence_ticks=f.fence_ticks, fence_chains=f.fence_chains)
+        for f in flows
+    ]  # fmt: skip
+    for copy in copies:
+        network.start(copy)
+    engine.run()
+    return max(copy.end for copy in copies)
 
 
 def _once(stage: int | Stage) -> Iterator[int | Stage]:
