@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from components.sim.blame import WaitLedger
 from components.sim.engine import Engine
 
 EPSILON = 1e-12
@@ -73,6 +74,7 @@ class Flow:
         self.then: list[Flow] = []  # started when this one completes (WPQ drains)
         self.writes: list = []  # write streams riding on this flow (for their owners)
         self.network: FlowNetwork | None = None
+        self._row = -1  # its row in the network's waited_on ledger while active
 
     @property
     def scale(self) -> float:
@@ -117,15 +119,30 @@ class ResourceUse:
 
 
 class FlowNetwork:
-    """The active flows and their max-min rates; wakes the engine at completions."""
+    """The active flows and their max-min rates; wakes the engine at completions.
+
+    Between membership changes the active flows live in arrays (one entry per flow and
+    resource it needs, in the flows' start order), so every step of an event is a few
+    numpy calls over the active flows instead of Python loops over pairs of them. Every
+    sum is still added in the order the per-flow loops added it (``np.add.at``,
+    ``np.bincount`` and ``np.add.accumulate`` add one term at a time, in index order),
+    so rates, ticks and statistics are the same floats."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self.active: list[Flow] = []
+        self.active: dict[Flow, None] = {}  # insertion-ordered: the start order
         self.use: dict[str, ResourceUse] = defaultdict(ResourceUse)
         self._last = 0
         self._generation = 0
         self._pending = False
+        self._state: _Active | None = None
+        self._ledger = WaitLedger(lambda: {flow.owner for flow in self.active})
+        self._marked: dict[Flow, None] = {}  # active flows with milestones
+        self._completing: list[Flow] | None = None
+        self._id: dict[str, int] = {}  # every resource seen, numbered as first seen
+        self._names: list[str] = []
+        self._by_rank: list[str] = []  # the same, sorted by name
+        self._rank = np.zeros(0, dtype=np.int64)  # number -> place in that order
 
     # ----- public ---------------------------------------------------------------------
     def start(self, flow: Flow):
@@ -142,7 +159,14 @@ class FlowNetwork:
         if not flow.needs and flow.min_ticks <= 0:
             self._finish(flow, now)
             return flow._finished
-        self.active.append(flow)
+        flow._row = self._ledger.open(flow.waited_on)
+        self._register(flow)
+        self.active[flow] = None
+        if flow._milestones:
+            self._marked[flow] = None
+        self._state = None
+        if self._completing is not None:
+            self._completing.append(flow)
         self._reschedule()
         return flow._finished
 
@@ -152,7 +176,6 @@ class FlowNetwork:
             return flow.done
         now = self.engine.now
         self._advance(now)
-        self.active.remove(flow)
         for resource, amount in flow.bytes.items():
             self.use[resource].bytes -= amount * (1.0 - flow.done)
         self._finish(flow, now, complete=False)
@@ -166,6 +189,8 @@ class FlowNetwork:
             event.succeed()
             return event
         flow._milestones.append((fraction, event))
+        if flow in self.active:
+            self._marked[flow] = None
         self._reschedule()
         return event
 
@@ -176,108 +201,146 @@ class FlowNetwork:
         return min(flow.done + flow.rate * (self.engine.now - self._last), 1.0)
 
     # ----- the fluid model --------------------------------------------------------------
+    def _register(self, flow: Flow) -> None:
+        """Cache what the solver reads of a starting flow (fixed while it runs): its
+        resources' numbers, needs and scalars."""
+        fresh = [r for r in flow.needs if r not in self._id]
+        if fresh:
+            for name in fresh:
+                self._id[name] = len(self._names)
+                self._names.append(name)
+            self._by_rank = sorted(self._names)
+            rank = {name: i for i, name in enumerate(self._by_rank)}
+            self._rank = np.array([rank[name] for name in self._names], dtype=np.int64)
+        flow._ids = np.array([self._id[r] for r in flow.needs], dtype=np.int64)
+        flow._need = np.array(list(flow.needs.values()), dtype=float)
+        flow._static = (
+            max(flow.needs.values(), default=0.0),
+            flow.weight,
+            flow.min_ticks,
+            flow.alone_rate,
+            flow.service_rate,
+            flow.fence_ticks,
+            flow.fence_chains,
+        )
+
+    def _arrays(self) -> _Active:
+        if self._state is None:
+            self._state = _Active(list(self.active), self)
+        return self._state
+
     def _advance(self, now: int) -> None:
         """Move every active flow's progress to ``now`` and account the interval."""
         elapsed = now - self._last
         if elapsed > 0 and self.active:
-            self._account(elapsed)
-            for flow in self.active:
-                progress = min(flow.rate * elapsed, 1.0 - flow.done)
-                flow.done += progress
-                for resource, need in flow.needs.items():
-                    self.use[resource].busy += need * progress
+            state = self._arrays()
+            self._account(state, elapsed)
+            progress = np.minimum(state.rate * elapsed, 1.0 - state.done)
+            state.done += progress
+            busy = np.array([use.busy for use in state.uses])
+            np.add.at(busy, state.resource, state.need * progress[state.flow])
+            for use, value in zip(state.uses, busy.tolist(), strict=True):
+                use.busy = value
+            for flow, done in zip(state.flows, state.done.tolist(), strict=True):
+                flow.done = done
         self._last = now
 
-    def _account(self, elapsed: int) -> None:
-        for flow in self.active:
-            alone = flow.alone_rate
-            if flow.rate >= alone * (1 - 1e-9) or flow._bottleneck is None:
-                continue
-            lost = elapsed * (1.0 - flow.rate / alone)
-            flow.waited += lost
-            self.use[flow._bottleneck].queueing += lost
-            others = [
-                (other, other.needs[flow._bottleneck] * other.rate)
-                for other in self.active
-                if other is not flow and flow._bottleneck in other.needs
-            ]
-            total = sum(share for _, share in others)
-            for other, share in others:
-                if total > 0:
-                    key = other.owner
-                    flow.waited_on[key] = flow.waited_on.get(key, 0.0) + lost * share / total
+    def _account(self, state: _Active, elapsed: int) -> None:
+        """Charge each slowed flow's lost time to its bottleneck and, split by owner in
+        proportion to what each consumed of it, to the other flows sharing it."""
+        slowed = ~(state.rate >= state.alone * (1 - 1e-9)) & (state.bottleneck >= 0)
+        index = np.flatnonzero(slowed)
+        if not index.size:
+            return
+        lost = elapsed * (1.0 - state.rate[index] / state.alone[index])
+        for i, amount in zip(index.tolist(), lost.tolist(), strict=True):
+            state.flows[i].waited += amount
+        where = state.bottleneck[index]
+        queueing = np.array([use.queueing for use in state.uses])
+        np.add.at(queueing, where, lost)
+        for use, value in zip(state.uses, queueing.tolist(), strict=True):
+            use.queueing = value
+        for resource in np.unique(where).tolist():
+            entries = state.members[resource]
+            sharers = state.flow[entries]
+            shares = state.need[entries] * state.rate[sharers]
+            mine = where == resource
+            at = np.searchsorted(sharers, index[mine])
+            self._ledger.charge(state.row[index[mine]], lost[mine], shares, state.col[sharers], at)
 
     def _solve(self) -> None:
         """Max-min shares, with every fence chain's bound stretched by the slowdown its
         writes' service sees at the shares the flows would take unbounded."""
-        fenced = [flow for flow in self.active if flow.fence_ticks > 0 and flow.needs]
-        if not fenced:
-            self._fill({})
-            return
-        self._fill({flow: 0.0 for flow in fenced})
-        caps, bottlenecks = self._fence_caps(fenced), {f: f._bottleneck for f in fenced}
-        self._fill(caps)
-        for flow in fenced:
-            if flow._bottleneck is None and flow.rate < flow.alone_rate * (1 - 1e-9):
-                flow._bottleneck = bottlenecks[flow]  # where its acceptances waited
+        state = self._arrays()
+        fenced = np.flatnonzero((state.fence > 0) & (state.count > 0))
+        if not fenced.size:
+            state.rate, state.bottleneck = self._fill(state, state.min_ticks)
+        else:
+            bounds = state.min_ticks.copy()
+            bounds[fenced] = 0.0
+            rate, first = self._fill(state, bounds)
+            bounds[fenced] = self._fence_caps(state, fenced, rate)
+            state.rate, state.bottleneck = self._fill(state, bounds)
+            restore = fenced[
+                (state.bottleneck[fenced] < 0)
+                & (state.rate[fenced] < state.alone[fenced] * (1 - 1e-9))
+            ]
+            state.bottleneck[restore] = first[restore]  # where its acceptances waited
+        names = state.names
+        for flow, rate, bottleneck in zip(
+            state.flows, state.rate.tolist(), state.bottleneck.tolist(), strict=True
+        ):
+            flow.rate = rate
+            flow._bottleneck = names[bottleneck] if bottleneck >= 0 else None
 
     @staticmethod
-    def _fence_caps(fenced: list[Flow]) -> dict[Flow, float]:
+    def _fence_caps(state: _Active, fenced: np.ndarray, rate: np.ndarray) -> np.ndarray:
         """Each chain waits, per write, for that write's service at the flow's share
         (``rate``, from an unbounded fill) instead of alone: the whole flow's service
         loss, spread over its parallel chains, adds to the chain's idle duration. A flow
         alone, or bounded by bandwidth anyway, keeps its bound (the max of the two)."""
-        caps = {}
-        for flow in fenced:
-            service = flow.service_rate
-            lost = 0.0
-            if 0 < flow.rate < service * (1 - 1e-9):
-                lost = (1.0 / flow.rate - 1.0 / service) / flow.fence_chains
-            caps[flow] = max(flow.min_ticks, flow.fence_ticks + lost)
-        return caps
+        rate, service = rate[fenced], state.service[fenced]
+        slowed = (rate > 0) & (rate < service * (1 - 1e-9))
+        with np.errstate(divide="ignore"):
+            lost = (1.0 / rate - 1.0 / service) / state.chains[fenced]
+        lost = np.where(slowed, lost, 0.0)
+        return np.maximum(state.min_ticks[fenced], state.fence[fenced] + lost)
 
-    def _fill(self, bounds: dict[Flow, float]) -> None:
+    @staticmethod
+    def _fill(state: _Active, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Weighted max-min shares by progressive filling. A flow's share is counted on
         its own most-needed resource (its scale), so equal weights mean equal shares of
         a bottleneck, as in a processor-sharing server or a fair link; its window bound
-        (``bounds`` where given, else ``min_ticks``; 0 for none) caps it; resources it
-        needs less of are consumed in proportion."""
-        spare: dict[str, float] = defaultdict(lambda: 1.0)
-        free = []
-        for flow in self.active:
-            flow.rate, flow._bottleneck = 0.0, None
-            if flow.needs:
-                free.append(flow)
-            else:
-                flow.rate = 1.0 / bounds.get(flow, flow.min_ticks)
-        while free:
-            demand: dict[str, float] = defaultdict(float)
-            for flow in free:
-                scale = flow.scale
-                for resource, need in flow.needs.items():
-                    demand[resource] += need / scale * flow.weight
-            levels = {r: max(spare[r], 0.0) / demand[r] for r in sorted(demand)}
-            level = min(levels.values())
-            for flow in free:
-                bound = bounds.get(flow, flow.min_ticks)
-                if bound > 0:
-                    level = min(level, flow.scale / bound / flow.weight)
-            # every resource that saturates at this level (ties included) freezes its flows
+        (``bounds``; 0 for none) caps it; resources it needs less of are consumed in
+        proportion. Each round freezes the flows of the resources that saturate (the
+        first by name is a frozen flow's bottleneck) and those at their bound."""
+        n, width = len(state.flows), len(state.names)
+        rate, bottleneck = np.zeros(n), np.full(n, -1, dtype=np.int64)
+        free = state.count > 0
+        with np.errstate(divide="ignore"):
+            rate[~free] = 1.0 / bounds[~free]
+            capped_at = np.where(bounds > 0, state.scale / bounds / state.weight, np.inf)
+        spare = np.ones(width)
+        demand_of = state.need / state.scale[state.flow] * state.weight[state.flow]
+        live = np.flatnonzero(free[state.flow])  # entries of free flows, in order
+        while live.size:
+            flows, resources = state.flow[live], state.resource[live]
+            demand = np.bincount(resources, weights=demand_of[live], minlength=width)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                levels = np.where(demand > 0, np.maximum(spare, 0.0) / demand, np.inf)
+            level = min(levels.min(), capped_at[flows].min())
             tied = level * (1 + 1e-12)
-            saturated = [r for r, candidate in levels.items() if candidate <= tied]
-            frozen = []
-            for flow in free:
-                limit = next((r for r in saturated if r in flow.needs), None)
-                bound = bounds.get(flow, flow.min_ticks)
-                capped = bound > 0 and flow.scale / bound / flow.weight <= tied
-                if limit is None and not capped:
-                    continue
-                flow.rate = level * flow.weight / flow.scale
-                flow._bottleneck = limit
-                for resource, need in flow.needs.items():
-                    spare[resource] -= need * flow.rate
-                frozen.append(flow)
-            free = [flow for flow in free if flow not in frozen]
+            hit = levels[resources] <= tied
+            limit = np.full(n, width, dtype=np.int64)
+            np.minimum.at(limit, flows[hit], resources[hit])
+            frozen = free & ((limit < width) | (capped_at <= tied))
+            rate[frozen] = level * state.weight[frozen] / state.scale[frozen]
+            bottleneck[frozen] = np.where(limit[frozen] < width, limit[frozen], -1)
+            used = frozen[flows]
+            np.subtract.at(spare, resources[used], state.need[live[used]] * rate[flows[used]])
+            free &= ~frozen
+            live = live[~used]
+        return rate, bottleneck
 
     def _reschedule(self) -> None:
         """Recompute rates once the current tick's starts and stops are all in."""
@@ -291,7 +354,8 @@ class FlowNetwork:
         now = self.engine.now
         self._advance(now)
         self._complete(now)
-        self._solve()
+        if self.active:
+            self._solve()
         for flow in self.active:
             flow.history.append((now, flow.done))
         self._generation += 1
@@ -313,38 +377,59 @@ class FlowNetwork:
         return now + math.ceil((fraction - flow.done) / flow.rate - 1e-6)
 
     def _next_wake(self, now: int) -> int | None:
-        wake = None
-        for flow in self.active:
-            ticks = [self._due(flow, 1.0, now)]
-            ticks += [self._due(flow, fraction, now) for fraction, _ in flow._milestones]
-            soonest = min(ticks)
-            wake = soonest if wake is None else min(wake, soonest)
-        if wake is None or math.isinf(wake):
+        if not self.active:
             return None
-        return max(wake, now + 1)
+        state = self._arrays()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            due = np.ceil((1.0 - state.done) / state.rate - 1e-6)
+        due = np.where(state.rate > 0, now + due, np.inf)
+        due[state.done >= 1.0 - EPSILON] = now
+        wake = due.min()
+        for flow in self._marked:
+            for fraction, _ in flow._milestones:
+                wake = min(wake, self._due(flow, fraction, now))
+        if math.isinf(wake):
+            return None
+        return max(int(wake), now + 1)
 
     def _complete(self, now: int) -> None:
-        """Finish the flows whose work is done and fire reached milestones."""
-        still = []
-        for flow in self.active:
-            remaining = (1.0 - flow.done) / flow.rate if flow.rate > 0 else math.inf
-            reached = [(f, e) for f, e in flow._milestones if flow.done >= f - 1e-9]
-            for item in reached:
-                flow._milestones.remove(item)
-                item[1].succeed()
-            if remaining < 1.0 or flow.done >= 1.0 - EPSILON:
+        """Finish the flows whose work is done and fire reached milestones, in start
+        order (flows started meanwhile, followers, are visited after the others)."""
+        if not self.active:
+            return
+        state = self._arrays()
+        with np.errstate(divide="ignore"):
+            remaining = np.where(state.rate > 0, (1.0 - state.done) / state.rate, np.inf)
+        ending = (remaining < 1.0) | (state.done >= 1.0 - EPSILON)
+        visit = [state.flows[i] for i in np.flatnonzero(ending).tolist()]
+        visit = list(dict.fromkeys(sorted(visit + list(self._marked), key=state.order.get)))
+        self._completing = visit
+        ends = {state.flows[i] for i in np.flatnonzero(ending).tolist()}
+        for flow in visit:  # grows while we go: started followers
+            if flow._milestones:
+                reached = [(f, e) for f, e in flow._milestones if flow.done >= f - 1e-9]
+                if reached:
+                    flow._milestones = [m for m in flow._milestones if m not in reached]
+                    for _, event in reached:
+                        event.succeed()
+                if not flow._milestones:
+                    self._marked.pop(flow, None)
+            if flow in ends:
                 for resource, need in flow.needs.items():  # the last sub-tick's share
                     self.use[resource].busy += need * (1.0 - flow.done)
                 flow.done = 1.0
                 self._finish(flow, now)
-            else:
-                still.append(flow)
-        self.active = still
+        self._completing = None
 
     def _finish(self, flow: Flow, now: int, complete: bool = True) -> None:
         flow.end = now
         if complete:
             flow.done = 1.0
+        if flow in self.active:
+            del self.active[flow]
+            self._marked.pop(flow, None)
+            self._state = None
+            flow.waited_on = self._ledger.close(flow._row)
         flow.history.append((now, flow.done))
         for _, event in flow._milestones:
             if complete:
@@ -357,3 +442,34 @@ class FlowNetwork:
             for follower in flow.then:
                 follower.owner = flow.owner
                 self.start(follower)
+
+
+class _Active:
+    """The active flows as arrays: per flow (start order) its scale, weight, bounds,
+    rate and progress; per entry (a flow and one resource it needs, in the order of its
+    needs) the flow, the resource (numbered by name among the active ones) and the
+    need; per resource its entries."""
+
+    def __init__(self, flows: list[Flow], network: FlowNetwork):
+        self.flows = flows
+        self.order = {flow: i for i, flow in enumerate(flows)}
+        self.count = np.array([len(flow._ids) for flow in flows], dtype=np.int64)
+        self.flow = np.repeat(np.arange(len(flows)), self.count)
+        ids = np.concatenate([flow._ids for flow in flows]) if flows else np.zeros(0, int)
+        ranks, self.resource = np.unique(network._rank[ids], return_inverse=True)
+        self.resource = self.resource.astype(np.int64)
+        self.names = [network._by_rank[r] for r in ranks.tolist()]
+        self.uses = [network.use[name] for name in self.names]
+        self.need = np.concatenate([f._need for f in flows]) if flows else np.zeros(0)
+        by_resource = np.argsort(self.resource, kind="stable")
+        bounds = np.cumsum(np.bincount(self.resource, minlength=len(self.names)))[:-1]
+        self.members = np.split(by_resource, bounds)
+        columns = np.array([f._static for f in flows], dtype=float).reshape(len(flows), 7).T
+        self.scale, self.weight, self.min_ticks, self.alone, self.service = columns[:5]
+        self.fence, self.chains = columns[5], columns[6]
+        self.rate = np.array([f.rate for f in flows], dtype=float)
+        self.done = np.array([f.done for f in flows], dtype=float)
+        number = {name: i for i, name in enumerate(self.names)}
+        self.bottleneck = np.array([number.get(f._bottleneck, -1) for f in flows], dtype=np.int64)
+        self.row = np.array([f._row for f in flows], dtype=np.int64)
+        self.col = np.array([network._ledger.col(f.owner) for f in flows], dtype=np.int64)
