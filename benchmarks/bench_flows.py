@@ -80,9 +80,9 @@ def scenario(flows: int, seed: int = 7) -> tuple[float, str, int]:
 
     for index in range(flows):
         engine.process(stream(index))
-    start = time.perf_counter()
+    start = time.process_time()
     engine.run()
-    wall = 1e3 * (time.perf_counter() - start)
+    wall = 1e3 * (time.process_time() - start)
     digest = hashlib.sha256()
     for flow in every:
         digest.update(repr((flow.end, flow.history, flow.waited, flow.waited_on)).encode())

@@ -6,7 +6,9 @@ per event (quadratic in the flows); here the running sums live in one matrix (a 
 per active flow, a column per owner) and each interval adds all its pairs in a few
 numpy calls. The additions happen one by one in the order the dicts would have seen
 them (``np.add.at`` is unbuffered and in index order), so every sum is the same float;
-a rank per cell remembers the order in which the dict would have gained its keys.
+a cell not charged yet holds -1 (sums are never negative) and a rank per cell
+remembers the order in which the dict would have gained its keys. Row 0 is scratch:
+a flow's own place among the sharers of its bottleneck is charged there.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Callable
 import numpy as np
 
 UNSEEN = np.iinfo(np.int64).max
+NEVER = -1.0  # the sum in a cell never charged
 POSITIONS = 1 << 20  # ranks are interval * POSITIONS + position among the sharers
 
 
@@ -24,9 +27,9 @@ class WaitLedger:
 
     def __init__(self, live: Callable[[], set], rows: int = 64, cols: int = 64) -> None:
         self.live = live  # the owners of the active flows, whose columns stay
-        self.values = np.zeros((rows, cols))
+        self.values = np.full((rows, cols), NEVER)
         self.rank = np.full((rows, cols), UNSEEN, dtype=np.int64)
-        self.free_rows = list(range(rows - 1, -1, -1))
+        self.free_rows = list(range(rows - 1, 0, -1))
         self.col_of: dict[object, int] = {}
         self.owner_at: list[object] = [None] * cols
         self.free_cols = list(range(cols - 1, -1, -1))
@@ -36,7 +39,7 @@ class WaitLedger:
         """A row for a starting flow, holding what it had already waited on."""
         if not self.free_rows:
             rows, cols = self.values.shape
-            self.values = np.vstack([self.values, np.zeros((rows, cols))])
+            self.values = np.vstack([self.values, np.full((rows, cols), NEVER)])
             self.rank = np.vstack([self.rank, np.full((rows, cols), UNSEEN, dtype=np.int64)])
             self.free_rows = list(range(2 * rows - 1, rows - 1, -1))
         row = self.free_rows.pop()
@@ -52,7 +55,7 @@ class WaitLedger:
         cols = cols[np.argsort(self.rank[row, cols], kind="stable")]
         sums = self.values[row, cols].tolist()
         out = {self.owner_at[c]: v for c, v in zip(cols.tolist(), sums, strict=True)}
-        self.values[row] = 0.0
+        self.values[row] = NEVER
         self.rank[row] = UNSEEN
         self.free_rows.append(row)
         return out
@@ -64,14 +67,14 @@ class WaitLedger:
         if col is not None:
             return col
         if not self.free_cols:
-            held, live = (self.rank != UNSEEN).any(axis=0), self.live()
+            held, live = (self.rank[1:] != UNSEEN).any(axis=0), self.live()
             for other, c in list(self.col_of.items()):
                 if not held[c] and other not in live:
                     del self.col_of[other]
                     self.free_cols.append(c)
         if not self.free_cols:
             rows, cols = self.values.shape
-            self.values = np.hstack([self.values, np.zeros((rows, cols))])
+            self.values = np.hstack([self.values, np.full((rows, cols), NEVER)])
             self.rank = np.hstack([self.rank, np.full((rows, cols), UNSEEN, dtype=np.int64)])
             self.owner_at += [None] * cols
             self.free_cols = list(range(2 * cols - 1, cols - 1, -1))
@@ -87,18 +90,42 @@ class WaitLedger:
         charge each other sharer of their bottleneck (consuming ``shares`` of it, owned
         by ``cols``) ``lost * share / total``, total the others' shares summed in order
         (a zero in the flow's own place leaves that sum's float unchanged)."""
+        # sharers down, slowed flows across: summing down the slow axis of a C-ordered
+        # array adds row after row (numpy sums pairwise only along the fast axis, which
+        # a single column is: there accumulate, which is sequential by definition)
         count, width = rows.size, shares.size
-        own = (np.arange(count), at)
-        others = np.tile(shares, (count, 1))
+        own = (at, np.arange(count))
+        others = np.repeat(shares[:, None], count, axis=1)
         others[own] = 0.0
-        total = np.add.accumulate(others, axis=1)[:, -1]  # sequential, as sum() adds
+        if count > 1:
+            total = np.add.reduce(others, axis=0)
+        else:
+            total = np.add.accumulate(others, axis=0)[-1]
         keep = total > 0
-        mask = np.ones((count, width), dtype=bool)
-        mask[own] = False
-        mask &= keep[:, None]
-        terms = (lost[:, None] * others) / np.where(keep, total, 1.0)[:, None]
-        flat = (rows[:, None] * self.values.shape[1] + cols[None, :])[mask]
-        np.add.at(self.values.reshape(-1), flat, terms[mask])
-        ranks = np.broadcast_to(self.interval * POSITIONS + np.arange(width), mask.shape)
-        np.minimum.at(self.rank.reshape(-1), flat, ranks[mask])
+        if not keep.all():
+            rows, lost, others, total, at = (
+                rows[keep],
+                lost[keep],
+                others[:, keep],
+                total[keep],
+                at[keep],
+            )
+            own = (at, np.arange(rows.size))
+        np.multiply(others, lost, out=others)
+        terms = np.divide(others, total, out=others)  # lost * share / total, as written
+        flat = cols[:, None] + rows * self.values.shape[1]
+        flat[own] = 0  # the scratch cell
+        values = self.values.reshape(-1)
+        before = values[flat]
+        fresh = before < 0
+        if np.unique(cols).size == width:  # one sharer per owner: one term per cell
+            before[fresh] = 0.0
+            values[flat] = before + terms
+        else:  # several: added one by one, in the sharers' order
+            values[flat[fresh]] = 0.0
+            np.add.at(values, flat.ravel(), terms.ravel())
+        if fresh.any():
+            position, _ = np.nonzero(fresh)
+            ranks = self.interval * POSITIONS + position
+            np.minimum.at(self.rank.reshape(-1), flat[fresh], ranks)
         self.interval += 1

@@ -135,7 +135,10 @@ class FlowNetwork:
         self._last = 0
         self._generation = 0
         self._pending = False
-        self._state: _Active | None = None
+        self._state = _Active()
+        self._started: list[Flow] = []  # not yet in the arrays
+        self._ended: list[int] = []  # in the arrays, no longer active
+        self._count = 0  # flows started: each one's start order
         self._ledger = WaitLedger(lambda: {flow.owner for flow in self.active})
         self._marked: dict[Flow, None] = {}  # active flows with milestones
         self._completing: list[Flow] | None = None
@@ -143,6 +146,7 @@ class FlowNetwork:
         self._names: list[str] = []
         self._by_rank: list[str] = []  # the same, sorted by name
         self._rank = np.zeros(0, dtype=np.int64)  # number -> place in that order
+        self._version = 0  # bumped as resources are added
 
     # ----- public ---------------------------------------------------------------------
     def start(self, flow: Flow):
@@ -162,9 +166,9 @@ class FlowNetwork:
         flow._row = self._ledger.open(flow.waited_on)
         self._register(flow)
         self.active[flow] = None
+        self._started.append(flow)
         if flow._milestones:
             self._marked[flow] = None
-        self._state = None
         if self._completing is not None:
             self._completing.append(flow)
         self._reschedule()
@@ -210,10 +214,12 @@ class FlowNetwork:
                 self._id[name] = len(self._names)
                 self._names.append(name)
             self._by_rank = sorted(self._names)
+            self._version += 1
             rank = {name: i for i, name in enumerate(self._by_rank)}
             self._rank = np.array([rank[name] for name in self._names], dtype=np.int64)
         flow._ids = np.array([self._id[r] for r in flow.needs], dtype=np.int64)
         flow._need = np.array(list(flow.needs.values()), dtype=float)
+        flow._seq, self._count = self._count, self._count + 1
         flow._static = (
             max(flow.needs.values(), default=0.0),
             flow.weight,
@@ -225,8 +231,9 @@ class FlowNetwork:
         )
 
     def _arrays(self) -> _Active:
-        if self._state is None:
-            self._state = _Active(list(self.active), self)
+        if self._started or self._ended or self._state.version != self._version:
+            self._state.update(self, self._ended, self._started)
+            self._started, self._ended = [], []
         return self._state
 
     def _advance(self, now: int) -> None:
@@ -237,9 +244,10 @@ class FlowNetwork:
             self._account(state, elapsed)
             progress = np.minimum(state.rate * elapsed, 1.0 - state.done)
             state.done += progress
-            busy = np.array([use.busy for use in state.uses])
+            busy = np.zeros(len(state.names))
+            busy[state.touched] = [use.busy for use in state.uses]
             np.add.at(busy, state.resource, state.need * progress[state.flow])
-            for use, value in zip(state.uses, busy.tolist(), strict=True):
+            for use, value in zip(state.uses, busy[state.touched].tolist(), strict=True):
                 use.busy = value
             for flow, done in zip(state.flows, state.done.tolist(), strict=True):
                 flow.done = done
@@ -256,12 +264,13 @@ class FlowNetwork:
         for i, amount in zip(index.tolist(), lost.tolist(), strict=True):
             state.flows[i].waited += amount
         where = state.bottleneck[index]
-        queueing = np.array([use.queueing for use in state.uses])
+        queueing = np.zeros(len(state.names))
+        queueing[state.touched] = [use.queueing for use in state.uses]
         np.add.at(queueing, where, lost)
-        for use, value in zip(state.uses, queueing.tolist(), strict=True):
+        for use, value in zip(state.uses, queueing[state.touched].tolist(), strict=True):
             use.queueing = value
         for resource in np.unique(where).tolist():
-            entries = state.members[resource]
+            entries = state.members(resource)
             sharers = state.flow[entries]
             shares = state.need[entries] * state.rate[sharers]
             mine = where == resource
@@ -316,30 +325,38 @@ class FlowNetwork:
         first by name is a frozen flow's bottleneck) and those at their bound."""
         n, width = len(state.flows), len(state.names)
         rate, bottleneck = np.zeros(n), np.full(n, -1, dtype=np.int64)
-        free = state.count > 0
-        with np.errstate(divide="ignore"):
-            rate[~free] = 1.0 / bounds[~free]
-            capped_at = np.where(bounds > 0, state.scale / bounds / state.weight, np.inf)
+        free = np.flatnonzero(state.count > 0)  # the flows still growing, in order
         spare = np.ones(width)
-        demand_of = state.need / state.scale[state.flow] * state.weight[state.flow]
-        live = np.flatnonzero(free[state.flow])  # entries of free flows, in order
-        while live.size:
-            flows, resources = state.flow[live], state.resource[live]
-            demand = np.bincount(resources, weights=demand_of[live], minlength=width)
-            with np.errstate(divide="ignore", invalid="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            alone = state.count == 0
+            rate[alone] = 1.0 / bounds[alone]
+            capped_at = np.where(bounds > 0, state.scale / bounds / state.weight, np.inf)
+            live = np.flatnonzero(state.count[state.flow] > 0)  # their entries, in order
+            flows, resources, needs = state.flow[live], state.resource[live], state.need[live]
+            demands = needs / state.scale[flows] * state.weight[flows]
+            while free.size:
+                demand = np.bincount(resources, weights=demands, minlength=width)
                 levels = np.where(demand > 0, np.maximum(spare, 0.0) / demand, np.inf)
-            level = min(levels.min(), capped_at[flows].min())
-            tied = level * (1 + 1e-12)
-            hit = levels[resources] <= tied
-            limit = np.full(n, width, dtype=np.int64)
-            np.minimum.at(limit, flows[hit], resources[hit])
-            frozen = free & ((limit < width) | (capped_at <= tied))
-            rate[frozen] = level * state.weight[frozen] / state.scale[frozen]
-            bottleneck[frozen] = np.where(limit[frozen] < width, limit[frozen], -1)
-            used = frozen[flows]
-            np.subtract.at(spare, resources[used], state.need[live[used]] * rate[flows[used]])
-            free &= ~frozen
-            live = live[~used]
+                level = min(levels.min(), capped_at[free].min())
+                tied = level * (1 + 1e-12)
+                # per free flow (its entries are contiguous): its first saturated resource
+                counts = state.count[free]
+                heads = np.cumsum(counts) - counts
+                candidates = np.where(levels[resources] <= tied, resources, width)
+                limit = np.minimum.reduceat(candidates, heads)
+                frozen = (limit < width) | (capped_at[free] <= tied)
+                done = free[frozen]
+                rate[done] = level * state.weight[done] / state.scale[done]
+                bottleneck[done] = np.where(limit[frozen] < width, limit[frozen], -1)
+                used = np.repeat(frozen, counts)
+                np.subtract.at(spare, resources[used], needs[used] * rate[flows[used]])
+                free, kept = free[~frozen], ~used
+                flows, resources, needs, demands = (
+                    flows[kept],
+                    resources[kept],
+                    needs[kept],
+                    demands[kept],
+                )
         return rate, bottleneck
 
     def _reschedule(self) -> None:
@@ -402,7 +419,7 @@ class FlowNetwork:
             remaining = np.where(state.rate > 0, (1.0 - state.done) / state.rate, np.inf)
         ending = (remaining < 1.0) | (state.done >= 1.0 - EPSILON)
         visit = [state.flows[i] for i in np.flatnonzero(ending).tolist()]
-        visit = list(dict.fromkeys(sorted(visit + list(self._marked), key=state.order.get)))
+        visit = list(dict.fromkeys(sorted(visit + list(self._marked), key=_start_order)))
         self._completing = visit
         ends = {state.flows[i] for i in np.flatnonzero(ending).tolist()}
         for flow in visit:  # grows while we go: started followers
@@ -428,7 +445,10 @@ class FlowNetwork:
         if flow in self.active:
             del self.active[flow]
             self._marked.pop(flow, None)
-            self._state = None
+            if flow in self._started:  # ended before the arrays saw it
+                self._started.remove(flow)
+            else:
+                self._ended.append(flow._seq)
             flow.waited_on = self._ledger.close(flow._row)
         flow.history.append((now, flow.done))
         for _, event in flow._milestones:
@@ -444,32 +464,75 @@ class FlowNetwork:
                 self.start(follower)
 
 
-class _Active:
-    """The active flows as arrays: per flow (start order) its scale, weight, bounds,
-    rate and progress; per entry (a flow and one resource it needs, in the order of its
-    needs) the flow, the resource (numbered by name among the active ones) and the
-    need; per resource its entries."""
+def _start_order(flow: Flow) -> int:
+    return flow._seq
 
-    def __init__(self, flows: list[Flow], network: FlowNetwork):
-        self.flows = flows
-        self.order = {flow: i for i, flow in enumerate(flows)}
-        self.count = np.array([len(flow._ids) for flow in flows], dtype=np.int64)
-        self.flow = np.repeat(np.arange(len(flows)), self.count)
-        ids = np.concatenate([flow._ids for flow in flows]) if flows else np.zeros(0, int)
-        ranks, self.resource = np.unique(network._rank[ids], return_inverse=True)
-        self.resource = self.resource.astype(np.int64)
-        self.names = [network._by_rank[r] for r in ranks.tolist()]
-        self.uses = [network.use[name] for name in self.names]
-        self.need = np.concatenate([f._need for f in flows]) if flows else np.zeros(0)
-        by_resource = np.argsort(self.resource, kind="stable")
-        bounds = np.cumsum(np.bincount(self.resource, minlength=len(self.names)))[:-1]
-        self.members = np.split(by_resource, bounds)
-        columns = np.array([f._static for f in flows], dtype=float).reshape(len(flows), 7).T
-        self.scale, self.weight, self.min_ticks, self.alone, self.service = columns[:5]
-        self.fence, self.chains = columns[5], columns[6]
-        self.rate = np.array([f.rate for f in flows], dtype=float)
-        self.done = np.array([f.done for f in flows], dtype=float)
-        number = {name: i for i, name in enumerate(self.names)}
-        self.bottleneck = np.array([number.get(f._bottleneck, -1) for f in flows], dtype=np.int64)
-        self.row = np.array([f._row for f in flows], dtype=np.int64)
-        self.col = np.array([network._ledger.col(f.owner) for f in flows], dtype=np.int64)
+
+class _Active:
+    """The active flows as arrays, kept up to date as flows start and end: per flow
+    (start order) its scalars, rate, progress and bottleneck; per entry (a flow and one
+    resource it needs, in the order of its needs) the flow, the resource (numbered by
+    name: its rank among every resource seen) and the need; per resource its entries."""
+
+    def __init__(self) -> None:
+        self.flows: list[Flow] = []
+        self.seq = np.zeros(0, dtype=np.int64)
+        self.count = np.zeros(0, dtype=np.int64)
+        self.static = np.zeros((0, 7))
+        self.rate, self.done = np.zeros(0), np.zeros(0)
+        self.bottleneck = np.zeros(0, dtype=np.int64)  # rank, -1 for none
+        self.row, self.col = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        self.ids, self.need = np.zeros(0, dtype=np.int64), np.zeros(0)
+        self.version = 0
+        self.id_of_rank = np.zeros(0, dtype=np.int64)
+
+    def update(self, network: FlowNetwork, ended: list[int], started: list[Flow]) -> None:
+        """Drop the flows numbered ``ended``, append ``started``; renumber resources."""
+        if ended:
+            keep = ~np.isin(self.seq, ended)
+            entries = np.repeat(keep, self.count)
+            self.flows = [f for f, k in zip(self.flows, keep.tolist(), strict=True) if k]
+            self.ids, self.need = self.ids[entries], self.need[entries]
+            self.seq, self.count, self.static = self.seq[keep], self.count[keep], self.static[keep]
+            self.rate, self.done, self.bottleneck = (
+                self.rate[keep],
+                self.done[keep],
+                self.bottleneck[keep],
+            )
+            self.row, self.col = self.row[keep], self.col[keep]
+        rank = network._rank
+        if self.version != network._version:  # new resources: ranks moved
+            moved = self.bottleneck >= 0
+            self.bottleneck[moved] = rank[self.id_of_rank[self.bottleneck[moved]]]
+            self.id_of_rank = np.argsort(rank)
+            self.version = network._version
+        if started:
+            ids = network._id
+            self.flows += started
+            self.ids = np.concatenate([self.ids, *(f._ids for f in started)])
+            self.need = np.concatenate([self.need, *(f._need for f in started)])
+            self.seq = np.append(self.seq, [f._seq for f in started])
+            self.count = np.append(self.count, [f._ids.size for f in started])
+            self.static = np.vstack([self.static, *(f._static for f in started)])
+            self.rate = np.append(self.rate, [f.rate for f in started])
+            self.done = np.append(self.done, [f.done for f in started])
+            bottleneck = [ids.get(f._bottleneck, -1) for f in started]
+            self.bottleneck = np.append(
+                self.bottleneck, [rank[b] if b >= 0 else -1 for b in bottleneck]
+            )
+            self.row = np.append(self.row, [f._row for f in started])
+            self.col = np.append(self.col, [network._ledger.col(f.owner) for f in started])
+        self.scale, self.weight, self.min_ticks, self.alone, self.service = self.static.T[:5]
+        self.fence, self.chains = self.static[:, 5], self.static[:, 6]
+        self.flow = np.repeat(np.arange(len(self.flows)), self.count)
+        self.resource = rank[self.ids]
+        self.names = network._by_rank
+        width = len(self.names)
+        self.by_resource = np.argsort(self.resource, kind="stable")
+        self.first = np.concatenate([[0], np.cumsum(np.bincount(self.resource, minlength=width))])
+        self.touched = np.flatnonzero(self.first[1:] > self.first[:-1])
+        self.uses = [network.use[self.names[r]] for r in self.touched.tolist()]
+
+    def members(self, resource: int) -> np.ndarray:
+        """The entries of ``resource``, in start order."""
+        return self.by_resource[self.first[resource] : self.first[resource + 1]]
