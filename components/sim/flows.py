@@ -334,29 +334,31 @@ class FlowNetwork:
             live = np.flatnonzero(state.count[state.flow] > 0)  # their entries, in order
             flows, resources, needs = state.flow[live], state.resource[live], state.need[live]
             demands = needs / state.scale[flows] * state.weight[flows]
+            counts, capped = state.count[free], capped_at[free]
             while free.size:
                 demand = np.bincount(resources, weights=demands, minlength=width)
-                levels = np.where(demand > 0, np.maximum(spare, 0.0) / demand, np.inf)
-                level = min(levels.min(), capped_at[free].min())
+                levels = np.maximum(spare, 0.0) / demand
+                levels[demand == 0] = np.inf
+                level = min(levels.min(), capped.min())
                 tied = level * (1 + 1e-12)
                 # per free flow (its entries are contiguous): its first saturated resource
-                counts = state.count[free]
                 heads = np.cumsum(counts) - counts
                 candidates = np.where(levels[resources] <= tied, resources, width)
                 limit = np.minimum.reduceat(candidates, heads)
-                frozen = (limit < width) | (capped_at[free] <= tied)
+                frozen = (limit < width) | (capped <= tied)
                 done = free[frozen]
                 rate[done] = level * state.weight[done] / state.scale[done]
                 bottleneck[done] = np.where(limit[frozen] < width, limit[frozen], -1)
                 used = np.repeat(frozen, counts)
                 np.subtract.at(spare, resources[used], needs[used] * rate[flows[used]])
-                free, kept = free[~frozen], ~used
+                kept, left = ~used, ~frozen
                 flows, resources, needs, demands = (
                     flows[kept],
                     resources[kept],
                     needs[kept],
                     demands[kept],
                 )
+                free, counts, capped = free[left], counts[left], capped[left]
         return rate, bottleneck
 
     def _reschedule(self) -> None:
@@ -402,9 +404,8 @@ class FlowNetwork:
         due = np.where(state.rate > 0, now + due, np.inf)
         due[state.done >= 1.0 - EPSILON] = now
         wake = due.min()
-        for flow in self._marked:
-            for fraction, _ in flow._milestones:
-                wake = min(wake, self._due(flow, fraction, now))
+        for flow in self._marked:  # the nearest milestone is due first
+            wake = min(wake, self._due(flow, _nearest(flow), now))
         if math.isinf(wake):
             return None
         return max(int(wake), now + 1)
@@ -418,10 +419,11 @@ class FlowNetwork:
         with np.errstate(divide="ignore"):
             remaining = np.where(state.rate > 0, (1.0 - state.done) / state.rate, np.inf)
         ending = (remaining < 1.0) | (state.done >= 1.0 - EPSILON)
-        visit = [state.flows[i] for i in np.flatnonzero(ending).tolist()]
-        visit = list(dict.fromkeys(sorted(visit + list(self._marked), key=_start_order)))
+        ends = [state.flows[i] for i in np.flatnonzero(ending).tolist()]
+        reached = [f for f in self._marked if f.done >= _nearest(f) - 1e-9]
+        visit = sorted({*ends, *reached}, key=_start_order) if reached else ends
         self._completing = visit
-        ends = {state.flows[i] for i in np.flatnonzero(ending).tolist()}
+        ends = set(ends)
         for flow in visit:  # grows while we go: started followers
             if flow._milestones:
                 reached = [(f, e) for f, e in flow._milestones if flow.done >= f - 1e-9]
@@ -466,6 +468,11 @@ class FlowNetwork:
 
 def _start_order(flow: Flow) -> int:
     return flow._seq
+
+
+def _nearest(flow: Flow) -> float:
+    """The smallest fraction a milestone of the flow waits for."""
+    return min(fraction for fraction, _ in flow._milestones)
 
 
 class _Active:
