@@ -139,8 +139,9 @@ class FlowNetwork:
         self._started: list[Flow] = []  # not yet in the arrays
         self._ended: list[int] = []  # in the arrays, no longer active
         self._count = 0  # flows started: each one's start order
+        self._solved = False  # the rates are those of the active set
         self._ledger = WaitLedger(lambda: {flow.owner for flow in self.active})
-        self._marked: dict[Flow, None] = {}  # active flows with milestones
+        self._marked: dict[Flow, float] = {}  # active flows with milestones: the nearest
         self._completing: list[Flow] | None = None
         self._id: dict[str, int] = {}  # every resource seen, numbered as first seen
         self._names: list[str] = []
@@ -167,8 +168,9 @@ class FlowNetwork:
         self._register(flow)
         self.active[flow] = None
         self._started.append(flow)
+        self._solved = False
         if flow._milestones:
-            self._marked[flow] = None
+            self._marked[flow] = min(fraction for fraction, _ in flow._milestones)
         if self._completing is not None:
             self._completing.append(flow)
         self._reschedule()
@@ -194,7 +196,7 @@ class FlowNetwork:
             return event
         flow._milestones.append((fraction, event))
         if flow in self.active:
-            self._marked[flow] = None
+            self._marked[flow] = min(fraction, self._marked.get(flow, math.inf))
         self._reschedule()
         return event
 
@@ -275,7 +277,11 @@ class FlowNetwork:
             shares = state.need[entries] * state.rate[sharers]
             mine = where == resource
             at = np.searchsorted(sharers, index[mine])
-            self._ledger.charge(state.row[index[mine]], lost[mine], shares, state.col[sharers], at)
+            cols = state.col[sharers]
+            distinct = state.distinct.get(resource)
+            if distinct is None:  # one sharer per owner? fixed until the flows change
+                distinct = state.distinct[resource] = np.unique(cols).size == cols.size
+            self._ledger.charge(state.row[index[mine]], lost[mine], shares, cols, at, distinct)
 
     def _solve(self) -> None:
         """Max-min shares, with every fence chain's bound stretched by the slowdown its
@@ -349,6 +355,8 @@ class FlowNetwork:
                 done = free[frozen]
                 rate[done] = level * state.weight[done] / state.scale[done]
                 bottleneck[done] = np.where(limit[frozen] < width, limit[frozen], -1)
+                if done.size == free.size:
+                    break
                 used = np.repeat(frozen, counts)
                 np.subtract.at(spare, resources[used], needs[used] * rate[flows[used]])
                 kept, left = ~used, ~frozen
@@ -373,8 +381,9 @@ class FlowNetwork:
         now = self.engine.now
         self._advance(now)
         self._complete(now)
-        if self.active:
+        if self.active and not self._solved:  # the shares depend on the active set only
             self._solve()
+            self._solved = True
         for flow in self.active:
             flow.history.append((now, flow.done))
         self._generation += 1
@@ -404,8 +413,8 @@ class FlowNetwork:
         due = np.where(state.rate > 0, now + due, np.inf)
         due[state.done >= 1.0 - EPSILON] = now
         wake = due.min()
-        for flow in self._marked:  # the nearest milestone is due first
-            wake = min(wake, self._due(flow, _nearest(flow), now))
+        for flow, nearest in self._marked.items():  # the nearest milestone is due first
+            wake = min(wake, self._due(flow, nearest, now))
         if math.isinf(wake):
             return None
         return max(int(wake), now + 1)
@@ -420,7 +429,7 @@ class FlowNetwork:
             remaining = np.where(state.rate > 0, (1.0 - state.done) / state.rate, np.inf)
         ending = (remaining < 1.0) | (state.done >= 1.0 - EPSILON)
         ends = [state.flows[i] for i in np.flatnonzero(ending).tolist()]
-        reached = [f for f in self._marked if f.done >= _nearest(f) - 1e-9]
+        reached = [f for f, nearest in self._marked.items() if f.done >= nearest - 1e-9]
         visit = sorted({*ends, *reached}, key=_start_order) if reached else ends
         self._completing = visit
         ends = set(ends)
@@ -433,6 +442,8 @@ class FlowNetwork:
                         event.succeed()
                 if not flow._milestones:
                     self._marked.pop(flow, None)
+                elif flow in self._marked:
+                    self._marked[flow] = min(fraction for fraction, _ in flow._milestones)
             if flow in ends:
                 for resource, need in flow.needs.items():  # the last sub-tick's share
                     self.use[resource].busy += need * (1.0 - flow.done)
@@ -447,6 +458,7 @@ class FlowNetwork:
         if flow in self.active:
             del self.active[flow]
             self._marked.pop(flow, None)
+            self._solved = False
             if flow in self._started:  # ended before the arrays saw it
                 self._started.remove(flow)
             else:
@@ -468,11 +480,6 @@ class FlowNetwork:
 
 def _start_order(flow: Flow) -> int:
     return flow._seq
-
-
-def _nearest(flow: Flow) -> float:
-    """The smallest fraction a milestone of the flow waits for."""
-    return min(fraction for fraction, _ in flow._milestones)
 
 
 class _Active:
@@ -539,6 +546,7 @@ class _Active:
         self.first = np.concatenate([[0], np.cumsum(np.bincount(self.resource, minlength=width))])
         self.touched = np.flatnonzero(self.first[1:] > self.first[:-1])
         self.uses = [network.use[self.names[r]] for r in self.touched.tolist()]
+        self.distinct: dict[int, bool] = {}  # per resource: its sharers' owners all differ
 
     def members(self, resource: int) -> np.ndarray:
         """The entries of ``resource``, in start order."""
