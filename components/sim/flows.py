@@ -271,7 +271,7 @@ class FlowNetwork:
         np.add.at(queueing, where, lost)
         for use, value in zip(state.uses, queueing[state.touched].tolist(), strict=True):
             use.queueing = value
-        for resource in np.unique(where).tolist():
+        for resource in np.flatnonzero(np.bincount(where)).tolist():
             entries = state.members(resource)
             sharers = state.flow[entries]
             shares = state.need[entries] * state.rate[sharers]
@@ -280,7 +280,7 @@ class FlowNetwork:
             cols = state.col[sharers]
             distinct = state.distinct.get(resource)
             if distinct is None:  # one sharer per owner? fixed until the flows change
-                distinct = state.distinct[resource] = np.unique(cols).size == cols.size
+                distinct = state.distinct[resource] = np.bincount(cols).max() == 1
             self._ledger.charge(state.row[index[mine]], lost[mine], shares, cols, at, distinct)
 
     def _solve(self) -> None:
