@@ -8,10 +8,12 @@ the new solver adds every sum in the order the old one did."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from flows_oracle import ReferenceNetwork
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from components.sim.blame import WaitLedger
 from components.sim.engine import Engine
 from components.sim.flows import Flow, FlowNetwork
 
@@ -97,10 +99,11 @@ def test_random_flow_sets_give_the_same_floats_as_the_list_solver(specs):
     assert_same(specs)
 
 
-def test_hundreds_of_concurrent_flows_give_the_same_floats():
+def crowd(count: int = 200) -> list[dict]:
+    """``count`` flows over the shared resources, most of them concurrent."""
     rng = np.random.default_rng(3)
     specs = []
-    for _ in range(200):
+    for _ in range(count):
         chosen = rng.choice(len(RESOURCES), size=int(rng.integers(1, 4)), replace=False)
         specs.append(
             {
@@ -117,7 +120,25 @@ def test_hundreds_of_concurrent_flows_give_the_same_floats():
                 "milestone": None if rng.random() < 0.8 else 0.5,
             }
         )
-    assert_same(specs)
+    return specs
+
+
+def test_hundreds_of_concurrent_flows_give_the_same_floats():
+    assert_same(crowd())
+
+
+def test_the_comparison_catches_waited_on_keys_out_of_order(monkeypatch):
+    """A mutant ledger that hands back its sums in column order, not the order the
+    dicts gained their keys (sums equal, iteration order not) fails the comparison."""
+    close = WaitLedger.close
+
+    def by_column(self, row):
+        out = close(self, row)
+        return {owner: out[owner] for owner in sorted(out, key=str)}
+
+    monkeypatch.setattr(WaitLedger, "close", by_column)
+    with pytest.raises(AssertionError):
+        assert_same(crowd(60))
 
 
 def test_the_comparison_sees_a_one_ulp_difference():
