@@ -104,14 +104,14 @@ class WaitLedger:
         # a single column is: there accumulate, which is sequential by definition)
         count = rows.size
         own = (at, np.arange(count))
-        others = np.repeat(shares[:, None], count, axis=1)
+        others = shares[:, None].repeat(count, axis=1)
         others[own] = 0.0
         if count > 1:
             total = np.add.reduce(others, axis=0)
         else:
             total = np.add.accumulate(others, axis=0)[-1]
         keep = total > 0
-        if not keep.all():
+        if not np.logical_and.reduce(keep):
             rows, lost, others, total, at = (
                 rows[keep],
                 lost[keep],
@@ -133,8 +133,8 @@ class WaitLedger:
         else:  # several: added one by one, in the sharers' order
             values[flat[fresh]] = 0.0
             np.add.at(values, flat.ravel(), terms.ravel())
-        if fresh.any():
-            position, _ = np.nonzero(fresh)
+        if np.logical_or.reduce(fresh, axis=None):
+            position, _ = fresh.nonzero()
             ranks = self.interval * POSITIONS + position
             np.minimum.at(self.rank.reshape(-1), flat[fresh], ranks)
         self.interval += 1

@@ -16,6 +16,10 @@ While a flow runs slower than it would alone, the lost time is *contention*: cha
 to the resource that froze it and to the flows that shared that resource, in
 proportion to what each consumed of it. Each flow keeps its progress breakpoints, so a
 request at a given position of the stream gets the tick at which it was served.
+
+The solver works on arrays of the active flows (``_Active``) so hundreds of concurrent
+flows cost a few numpy calls per event, with the very floats of per-flow loops
+(docs/architecture.md, "Cost"; tests/test_flows_scale.py).
 """
 
 from __future__ import annotations
@@ -259,7 +263,7 @@ class FlowNetwork:
         """Charge each slowed flow's lost time to its bottleneck and, split by owner in
         proportion to what each consumed of it, to the other flows sharing it."""
         slowed = ~(state.rate >= state.alone * (1 - 1e-9)) & (state.bottleneck >= 0)
-        index = np.flatnonzero(slowed)
+        index = slowed.nonzero()[0]
         if not index.size:
             return
         lost = elapsed * (1.0 - state.rate[index] / state.alone[index])
@@ -271,7 +275,7 @@ class FlowNetwork:
         np.add.at(queueing, where, lost)
         for use, value in zip(state.uses, queueing[state.touched].tolist(), strict=True):
             use.queueing = value
-        for resource in np.flatnonzero(np.bincount(where)).tolist():
+        for resource in np.bincount(where).nonzero()[0].tolist():
             entries = state.members(resource)
             sharers = state.flow[entries]
             shares = state.need[entries] * state.rate[sharers]
@@ -331,13 +335,13 @@ class FlowNetwork:
         first by name is a frozen flow's bottleneck) and those at their bound."""
         n, width = len(state.flows), len(state.names)
         rate, bottleneck = np.zeros(n), np.full(n, -1, dtype=np.int64)
-        free = np.flatnonzero(state.count > 0)  # the flows still growing, in order
+        free = (state.count > 0).nonzero()[0]  # the flows still growing, in order
         spare = np.ones(width)
         with np.errstate(divide="ignore", invalid="ignore"):
             alone = state.count == 0
             rate[alone] = 1.0 / bounds[alone]
             capped_at = np.where(bounds > 0, state.scale / bounds / state.weight, np.inf)
-            live = np.flatnonzero(state.count[state.flow] > 0)  # their entries, in order
+            live = (state.count[state.flow] > 0).nonzero()[0]  # their entries, in order
             flows, resources, needs = state.flow[live], state.resource[live], state.need[live]
             demands = needs / state.scale[flows] * state.weight[flows]
             counts, capped = state.count[free], capped_at[free]
@@ -345,10 +349,10 @@ class FlowNetwork:
                 demand = np.bincount(resources, weights=demands, minlength=width)
                 levels = np.maximum(spare, 0.0) / demand
                 levels[demand == 0] = np.inf
-                level = min(levels.min(), capped.min())
+                level = min(np.minimum.reduce(levels), np.minimum.reduce(capped))
                 tied = level * (1 + 1e-12)
                 # per free flow (its entries are contiguous): its first saturated resource
-                heads = np.cumsum(counts) - counts
+                heads = counts.cumsum() - counts
                 candidates = np.where(levels[resources] <= tied, resources, width)
                 limit = np.minimum.reduceat(candidates, heads)
                 frozen = (limit < width) | (capped <= tied)
@@ -357,7 +361,7 @@ class FlowNetwork:
                 bottleneck[done] = np.where(limit[frozen] < width, limit[frozen], -1)
                 if done.size == free.size:
                     break
-                used = np.repeat(frozen, counts)
+                used = frozen.repeat(counts)
                 np.subtract.at(spare, resources[used], needs[used] * rate[flows[used]])
                 kept, left = ~used, ~frozen
                 flows, resources, needs, demands = (
@@ -412,7 +416,7 @@ class FlowNetwork:
             due = np.ceil((1.0 - state.done) / state.rate - 1e-6)
         due = np.where(state.rate > 0, now + due, np.inf)
         due[state.done >= 1.0 - EPSILON] = now
-        wake = due.min()
+        wake = np.minimum.reduce(due)
         for flow, nearest in self._marked.items():  # the nearest milestone is due first
             wake = min(wake, self._due(flow, nearest, now))
         if math.isinf(wake):
@@ -428,7 +432,7 @@ class FlowNetwork:
         with np.errstate(divide="ignore"):
             remaining = np.where(state.rate > 0, (1.0 - state.done) / state.rate, np.inf)
         ending = (remaining < 1.0) | (state.done >= 1.0 - EPSILON)
-        ends = [state.flows[i] for i in np.flatnonzero(ending).tolist()]
+        ends = [state.flows[i] for i in ending.nonzero()[0].tolist()]
         reached = [f for f, nearest in self._marked.items() if f.done >= nearest - 1e-9]
         visit = sorted({*ends, *reached}, key=_start_order) if reached else ends
         self._completing = visit
@@ -503,7 +507,8 @@ class _Active:
     def update(self, network: FlowNetwork, ended: list[int], started: list[Flow]) -> None:
         """Drop the flows numbered ``ended``, append ``started``; renumber resources."""
         if ended:
-            keep = ~np.isin(self.seq, ended)
+            keep = np.ones(len(self.flows), dtype=bool)
+            keep[np.searchsorted(self.seq, ended)] = False  # seq rises in start order
             entries = np.repeat(keep, self.count)
             self.flows = [f for f, k in zip(self.flows, keep.tolist(), strict=True) if k]
             self.ids, self.need = self.ids[entries], self.need[entries]
