@@ -73,7 +73,6 @@ class Flow:
             raise ValueError(f"flow {self.label}: infinite need {self.needs}")
         self._finished = None
         self._milestones: list[tuple[float, object]] = []
-        self._bottleneck: str | None = None
         self.on_end: list[Callable[[Flow], None]] = []
         self.then: list[Flow] = []  # started when this one completes (WPQ drains)
         self.writes: list = []  # write streams riding on this flow (for their owners)
@@ -267,8 +266,7 @@ class FlowNetwork:
         if not index.size:
             return
         lost = elapsed * (1.0 - state.rate[index] / state.alone[index])
-        for i, amount in zip(index.tolist(), lost.tolist(), strict=True):
-            state.flows[i].waited += amount
+        state.waited[index] += lost
         where = state.bottleneck[index]
         queueing = np.zeros(len(state.names))
         queueing[state.touched] = [use.queueing for use in state.uses]
@@ -305,12 +303,8 @@ class FlowNetwork:
                 & (state.rate[fenced] < state.alone[fenced] * (1 - 1e-9))
             ]
             state.bottleneck[restore] = first[restore]  # where its acceptances waited
-        names = state.names
-        for flow, rate, bottleneck in zip(
-            state.flows, state.rate.tolist(), state.bottleneck.tolist(), strict=True
-        ):
+        for flow, rate in zip(state.flows, state.rate.tolist(), strict=True):
             flow.rate = rate
-            flow._bottleneck = names[bottleneck] if bottleneck >= 0 else None
 
     @staticmethod
     def _fence_caps(state: _Active, fenced: np.ndarray, rate: np.ndarray) -> np.ndarray:
@@ -465,7 +459,9 @@ class FlowNetwork:
             self._solved = False
             if flow in self._started:  # ended before the arrays saw it
                 self._started.remove(flow)
-            else:
+            else:  # its lost time, kept in the arrays while it ran
+                state = self._state
+                flow.waited = float(state.waited[np.searchsorted(state.seq, flow._seq)])
                 self._ended.append(flow._seq)
             flow.waited_on = self._ledger.close(flow._row)
         flow.history.append((now, flow.done))
@@ -488,7 +484,7 @@ def _start_order(flow: Flow) -> int:
 
 class _Active:
     """The active flows as arrays, kept up to date as flows start and end: per flow
-    (start order) its scalars, rate, progress and bottleneck; per entry (a flow and one
+    (start order) its scalars, rate, progress, lost time and bottleneck; per entry (a flow and one
     resource it needs, in the order of its needs) the flow, the resource (numbered by
     name: its rank among every resource seen) and the need; per resource its entries."""
 
@@ -497,7 +493,7 @@ class _Active:
         self.seq = np.zeros(0, dtype=np.int64)
         self.count = np.zeros(0, dtype=np.int64)
         self.static = np.zeros((0, 7))
-        self.rate, self.done = np.zeros(0), np.zeros(0)
+        self.rate, self.done, self.waited = np.zeros(0), np.zeros(0), np.zeros(0)
         self.bottleneck = np.zeros(0, dtype=np.int64)  # rank, -1 for none
         self.row, self.col = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         self.ids, self.need = np.zeros(0, dtype=np.int64), np.zeros(0)
@@ -513,11 +509,8 @@ class _Active:
             self.flows = [f for f, k in zip(self.flows, keep.tolist(), strict=True) if k]
             self.ids, self.need = self.ids[entries], self.need[entries]
             self.seq, self.count, self.static = self.seq[keep], self.count[keep], self.static[keep]
-            self.rate, self.done, self.bottleneck = (
-                self.rate[keep],
-                self.done[keep],
-                self.bottleneck[keep],
-            )
+            self.rate, self.done, self.waited = self.rate[keep], self.done[keep], self.waited[keep]
+            self.bottleneck = self.bottleneck[keep]
             self.row, self.col = self.row[keep], self.col[keep]
         rank = network._rank
         if self.version != network._version:  # new resources: ranks moved
@@ -526,7 +519,6 @@ class _Active:
             self.id_of_rank = np.argsort(rank)
             self.version = network._version
         if started:
-            ids = network._id
             self.flows += started
             self.ids = np.concatenate([self.ids, *(f._ids for f in started)])
             self.need = np.concatenate([self.need, *(f._need for f in started)])
@@ -535,10 +527,8 @@ class _Active:
             self.static = np.vstack([self.static, *(f._static for f in started)])
             self.rate = np.append(self.rate, [f.rate for f in started])
             self.done = np.append(self.done, [f.done for f in started])
-            bottleneck = [ids.get(f._bottleneck, -1) for f in started]
-            self.bottleneck = np.append(
-                self.bottleneck, [rank[b] if b >= 0 else -1 for b in bottleneck]
-            )
+            self.waited = np.append(self.waited, [f.waited for f in started])
+            self.bottleneck = np.append(self.bottleneck, np.full(len(started), -1))
             self.row = np.append(self.row, [f._row for f in started])
             self.col = np.append(self.col, [network._ledger.col(f.owner) for f in started])
         self.scale, self.weight, self.min_ticks, self.alone, self.service = self.static.T[:5]
