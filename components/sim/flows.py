@@ -46,7 +46,9 @@ class Flow:
     counted against. ``fence_ticks`` is the part of ``min_ticks`` that ``fence_chains``
     requesters spend each waiting for its write's acceptance before issuing the next
     (clwb + sfence chains): under load each acceptance also waits for the write's
-    slower service, so the solver stretches that bound (see ``_fence_caps``)."""
+    slower service, so the solver stretches that bound (see ``_fence_caps``).
+    ``waited`` and ``waited_on`` are final once the flow has ended: while it runs the
+    network keeps them in its arrays."""
 
     needs: dict[str, float]
     min_ticks: float = 0.0
