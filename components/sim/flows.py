@@ -16,6 +16,10 @@ While a flow runs slower than it would alone, the lost time is *contention*: cha
 to the resource that froze it and to the flows that shared that resource, in
 proportion to what each consumed of it. Each flow keeps its progress breakpoints, so a
 request at a given position of the stream gets the tick at which it was served.
+
+The solver works on arrays of the active flows (``_Active``) so hundreds of concurrent
+flows cost a few numpy calls per event, with the very floats of per-flow loops
+(docs/architecture.md, "Cost"; tests/test_flows_scale.py).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from components.sim.blame import WaitLedger
 from components.sim.engine import Engine
 
 EPSILON = 1e-12
@@ -41,7 +46,9 @@ class Flow:
     counted against. ``fence_ticks`` is the part of ``min_ticks`` that ``fence_chains``
     requesters spend each waiting for its write's acceptance before issuing the next
     (clwb + sfence chains): under load each acceptance also waits for the write's
-    slower service, so the solver stretches that bound (see ``_fence_caps``)."""
+    slower service, so the solver stretches that bound (see ``_fence_caps``).
+    ``waited`` and ``waited_on`` are final once the flow has ended: while it runs the
+    network keeps them in its arrays."""
 
     needs: dict[str, float]
     min_ticks: float = 0.0
@@ -68,11 +75,11 @@ class Flow:
             raise ValueError(f"flow {self.label}: infinite need {self.needs}")
         self._finished = None
         self._milestones: list[tuple[float, object]] = []
-        self._bottleneck: str | None = None
         self.on_end: list[Callable[[Flow], None]] = []
         self.then: list[Flow] = []  # started when this one completes (WPQ drains)
         self.writes: list = []  # write streams riding on this flow (for their owners)
         self.network: FlowNetwork | None = None
+        self._row = -1  # its row in the network's waited_on ledger while active
 
     @property
     def scale(self) -> float:
@@ -117,15 +124,35 @@ class ResourceUse:
 
 
 class FlowNetwork:
-    """The active flows and their max-min rates; wakes the engine at completions."""
+    """The active flows and their max-min rates; wakes the engine at completions.
+
+    Between membership changes the active flows live in arrays (one entry per flow and
+    resource it needs, in the flows' start order), so every step of an event is a few
+    numpy calls over the active flows instead of Python loops over pairs of them. Every
+    sum is still added in the order the per-flow loops added it (``np.add.at``,
+    ``np.bincount`` and ``np.add.accumulate`` add one term at a time, in index order),
+    so rates, ticks and statistics are the same floats."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self.active: list[Flow] = []
+        self.active: dict[Flow, None] = {}  # insertion-ordered: the start order
         self.use: dict[str, ResourceUse] = defaultdict(ResourceUse)
         self._last = 0
         self._generation = 0
         self._pending = False
+        self._state = _Active()
+        self._started: list[Flow] = []  # not yet in the arrays
+        self._ended: list[int] = []  # in the arrays, no longer active
+        self._count = 0  # flows started: each one's start order
+        self._solved = False  # the rates are those of the active set
+        self._ledger = WaitLedger(lambda: {flow.owner for flow in self.active})
+        self._marked: dict[Flow, float] = {}  # active flows with milestones: the nearest
+        self._completing: list[Flow] | None = None
+        self._id: dict[str, int] = {}  # every resource seen, numbered as first seen
+        self._names: list[str] = []
+        self._by_rank: list[str] = []  # the same, sorted by name
+        self._rank = np.zeros(0, dtype=np.int64)  # number -> place in that order
+        self._version = 0  # bumped as resources are added
 
     # ----- public ---------------------------------------------------------------------
     def start(self, flow: Flow):
@@ -142,7 +169,15 @@ class FlowNetwork:
         if not flow.needs and flow.min_ticks <= 0:
             self._finish(flow, now)
             return flow._finished
-        self.active.append(flow)
+        flow._row = self._ledger.open(flow.waited_on)
+        self._register(flow)
+        self.active[flow] = None
+        self._started.append(flow)
+        self._solved = False
+        if flow._milestones:
+            self._marked[flow] = min(fraction for fraction, _ in flow._milestones)
+        if self._completing is not None:
+            self._completing.append(flow)
         self._reschedule()
         return flow._finished
 
@@ -152,7 +187,6 @@ class FlowNetwork:
             return flow.done
         now = self.engine.now
         self._advance(now)
-        self.active.remove(flow)
         for resource, amount in flow.bytes.items():
             self.use[resource].bytes -= amount * (1.0 - flow.done)
         self._finish(flow, now, complete=False)
@@ -166,6 +200,8 @@ class FlowNetwork:
             event.succeed()
             return event
         flow._milestones.append((fraction, event))
+        if flow in self.active:
+            self._marked[flow] = min(fraction, self._marked.get(flow, math.inf))
         self._reschedule()
         return event
 
@@ -176,108 +212,162 @@ class FlowNetwork:
         return min(flow.done + flow.rate * (self.engine.now - self._last), 1.0)
 
     # ----- the fluid model --------------------------------------------------------------
+    def _register(self, flow: Flow) -> None:
+        """Cache what the solver reads of a starting flow (fixed while it runs): its
+        resources' numbers, needs and scalars."""
+        fresh = [r for r in flow.needs if r not in self._id]
+        if fresh:
+            for name in fresh:
+                self._id[name] = len(self._names)
+                self._names.append(name)
+            self._by_rank = sorted(self._names)
+            self._version += 1
+            rank = {name: i for i, name in enumerate(self._by_rank)}
+            self._rank = np.array([rank[name] for name in self._names], dtype=np.int64)
+        flow._ids = np.array([self._id[r] for r in flow.needs], dtype=np.int64)
+        flow._need = np.array(list(flow.needs.values()), dtype=float)
+        flow._seq, self._count = self._count, self._count + 1
+        flow._static = (
+            max(flow.needs.values(), default=0.0),
+            flow.weight,
+            flow.min_ticks,
+            flow.alone_rate,
+            flow.service_rate,
+            flow.fence_ticks,
+            flow.fence_chains,
+        )
+
+    def _arrays(self) -> _Active:
+        if self._started or self._ended or self._state.version != self._version:
+            self._state.update(self, self._ended, self._started)
+            self._started, self._ended = [], []
+        return self._state
+
     def _advance(self, now: int) -> None:
         """Move every active flow's progress to ``now`` and account the interval."""
         elapsed = now - self._last
         if elapsed > 0 and self.active:
-            self._account(elapsed)
-            for flow in self.active:
-                progress = min(flow.rate * elapsed, 1.0 - flow.done)
-                flow.done += progress
-                for resource, need in flow.needs.items():
-                    self.use[resource].busy += need * progress
+            state = self._arrays()
+            self._account(state, elapsed)
+            progress = np.minimum(state.rate * elapsed, 1.0 - state.done)
+            state.done += progress
+            busy = np.zeros(len(state.names))
+            busy[state.touched] = [use.busy for use in state.uses]
+            np.add.at(busy, state.resource, state.need * progress[state.flow])
+            for use, value in zip(state.uses, busy[state.touched].tolist(), strict=True):
+                use.busy = value
+            for flow, done in zip(state.flows, state.done.tolist(), strict=True):
+                flow.done = done
         self._last = now
 
-    def _account(self, elapsed: int) -> None:
-        for flow in self.active:
-            alone = flow.alone_rate
-            if flow.rate >= alone * (1 - 1e-9) or flow._bottleneck is None:
-                continue
-            lost = elapsed * (1.0 - flow.rate / alone)
-            flow.waited += lost
-            self.use[flow._bottleneck].queueing += lost
-            others = [
-                (other, other.needs[flow._bottleneck] * other.rate)
-                for other in self.active
-                if other is not flow and flow._bottleneck in other.needs
-            ]
-            total = sum(share for _, share in others)
-            for other, share in others:
-                if total > 0:
-                    key = other.owner
-                    flow.waited_on[key] = flow.waited_on.get(key, 0.0) + lost * share / total
+    def _account(self, state: _Active, elapsed: int) -> None:
+        """Charge each slowed flow's lost time to its bottleneck and, split by owner in
+        proportion to what each consumed of it, to the other flows sharing it."""
+        slowed = ~(state.rate >= state.alone * (1 - 1e-9)) & (state.bottleneck >= 0)
+        index = slowed.nonzero()[0]
+        if not index.size:
+            return
+        lost = elapsed * (1.0 - state.rate[index] / state.alone[index])
+        state.waited[index] += lost
+        where = state.bottleneck[index]
+        queueing = np.zeros(len(state.names))
+        queueing[state.touched] = [use.queueing for use in state.uses]
+        np.add.at(queueing, where, lost)
+        for use, value in zip(state.uses, queueing[state.touched].tolist(), strict=True):
+            use.queueing = value
+        for resource in np.bincount(where).nonzero()[0].tolist():
+            entries = state.members(resource)
+            sharers = state.flow[entries]
+            shares = state.need[entries] * state.rate[sharers]
+            mine = where == resource
+            at = np.searchsorted(sharers, index[mine])
+            cols = state.col[sharers]
+            distinct = state.distinct.get(resource)
+            if distinct is None:  # one sharer per owner? fixed until the flows change
+                distinct = state.distinct[resource] = np.bincount(cols).max() == 1
+            self._ledger.charge(state.row[index[mine]], lost[mine], shares, cols, at, distinct)
 
     def _solve(self) -> None:
         """Max-min shares, with every fence chain's bound stretched by the slowdown its
         writes' service sees at the shares the flows would take unbounded."""
-        fenced = [flow for flow in self.active if flow.fence_ticks > 0 and flow.needs]
-        if not fenced:
-            self._fill({})
-            return
-        self._fill({flow: 0.0 for flow in fenced})
-        caps, bottlenecks = self._fence_caps(fenced), {f: f._bottleneck for f in fenced}
-        self._fill(caps)
-        for flow in fenced:
-            if flow._bottleneck is None and flow.rate < flow.alone_rate * (1 - 1e-9):
-                flow._bottleneck = bottlenecks[flow]  # where its acceptances waited
+        state = self._arrays()
+        fenced = np.flatnonzero((state.fence > 0) & (state.count > 0))
+        if not fenced.size:
+            state.rate, state.bottleneck = self._fill(state, state.min_ticks)
+        else:
+            bounds = state.min_ticks.copy()
+            bounds[fenced] = 0.0
+            rate, first = self._fill(state, bounds)
+            bounds[fenced] = self._fence_caps(state, fenced, rate)
+            state.rate, state.bottleneck = self._fill(state, bounds)
+            restore = fenced[
+                (state.bottleneck[fenced] < 0)
+                & (state.rate[fenced] < state.alone[fenced] * (1 - 1e-9))
+            ]
+            state.bottleneck[restore] = first[restore]  # where its acceptances waited
+        for flow, rate in zip(state.flows, state.rate.tolist(), strict=True):
+            flow.rate = rate
 
     @staticmethod
-    def _fence_caps(fenced: list[Flow]) -> dict[Flow, float]:
+    def _fence_caps(state: _Active, fenced: np.ndarray, rate: np.ndarray) -> np.ndarray:
         """Each chain waits, per write, for that write's service at the flow's share
         (``rate``, from an unbounded fill) instead of alone: the whole flow's service
         loss, spread over its parallel chains, adds to the chain's idle duration. A flow
         alone, or bounded by bandwidth anyway, keeps its bound (the max of the two)."""
-        caps = {}
-        for flow in fenced:
-            service = flow.service_rate
-            lost = 0.0
-            if 0 < flow.rate < service * (1 - 1e-9):
-                lost = (1.0 / flow.rate - 1.0 / service) / flow.fence_chains
-            caps[flow] = max(flow.min_ticks, flow.fence_ticks + lost)
-        return caps
+        rate, service = rate[fenced], state.service[fenced]
+        slowed = (rate > 0) & (rate < service * (1 - 1e-9))
+        with np.errstate(divide="ignore"):
+            lost = (1.0 / rate - 1.0 / service) / state.chains[fenced]
+        lost = np.where(slowed, lost, 0.0)
+        return np.maximum(state.min_ticks[fenced], state.fence[fenced] + lost)
 
-    def _fill(self, bounds: dict[Flow, float]) -> None:
+    @staticmethod
+    def _fill(state: _Active, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Weighted max-min shares by progressive filling. A flow's share is counted on
         its own most-needed resource (its scale), so equal weights mean equal shares of
         a bottleneck, as in a processor-sharing server or a fair link; its window bound
-        (``bounds`` where given, else ``min_ticks``; 0 for none) caps it; resources it
-        needs less of are consumed in proportion."""
-        spare: dict[str, float] = defaultdict(lambda: 1.0)
-        free = []
-        for flow in self.active:
-            flow.rate, flow._bottleneck = 0.0, None
-            if flow.needs:
-                free.append(flow)
-            else:
-                flow.rate = 1.0 / bounds.get(flow, flow.min_ticks)
-        while free:
-            demand: dict[str, float] = defaultdict(float)
-            for flow in free:
-                scale = flow.scale
-                for resource, need in flow.needs.items():
-                    demand[resource] += need / scale * flow.weight
-            levels = {r: max(spare[r], 0.0) / demand[r] for r in sorted(demand)}
-            level = min(levels.values())
-            for flow in free:
-                bound = bounds.get(flow, flow.min_ticks)
-                if bound > 0:
-                    level = min(level, flow.scale / bound / flow.weight)
-            # every resource that saturates at this level (ties included) freezes its flows
-            tied = level * (1 + 1e-12)
-            saturated = [r for r, candidate in levels.items() if candidate <= tied]
-            frozen = []
-            for flow in free:
-                limit = next((r for r in saturated if r in flow.needs), None)
-                bound = bounds.get(flow, flow.min_ticks)
-                capped = bound > 0 and flow.scale / bound / flow.weight <= tied
-                if limit is None and not capped:
-                    continue
-                flow.rate = level * flow.weight / flow.scale
-                flow._bottleneck = limit
-                for resource, need in flow.needs.items():
-                    spare[resource] -= need * flow.rate
-                frozen.append(flow)
-            free = [flow for flow in free if flow not in frozen]
+        (``bounds``; 0 for none) caps it; resources it needs less of are consumed in
+        proportion. Each round freezes the flows of the resources that saturate (the
+        first by name is a frozen flow's bottleneck) and those at their bound."""
+        n, width = len(state.flows), len(state.names)
+        rate, bottleneck = np.zeros(n), np.full(n, -1, dtype=np.int64)
+        free = (state.count > 0).nonzero()[0]  # the flows still growing, in order
+        spare = np.ones(width)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            alone = state.count == 0
+            rate[alone] = 1.0 / bounds[alone]
+            capped_at = np.where(bounds > 0, state.scale / bounds / state.weight, np.inf)
+            live = (state.count[state.flow] > 0).nonzero()[0]  # their entries, in order
+            flows, resources, needs = state.flow[live], state.resource[live], state.need[live]
+            demands = needs / state.scale[flows] * state.weight[flows]
+            counts, capped = state.count[free], capped_at[free]
+            while free.size:
+                demand = np.bincount(resources, weights=demands, minlength=width)
+                levels = np.maximum(spare, 0.0) / demand
+                levels[demand == 0] = np.inf
+                level = min(np.minimum.reduce(levels), np.minimum.reduce(capped))
+                tied = level * (1 + 1e-12)
+                # per free flow (its entries are contiguous): its first saturated resource
+                heads = counts.cumsum() - counts
+                candidates = np.where(levels[resources] <= tied, resources, width)
+                limit = np.minimum.reduceat(candidates, heads)
+                frozen = (limit < width) | (capped <= tied)
+                done = free[frozen]
+                rate[done] = level * state.weight[done] / state.scale[done]
+                bottleneck[done] = np.where(limit[frozen] < width, limit[frozen], -1)
+                if done.size == free.size:
+                    break
+                used = frozen.repeat(counts)
+                np.subtract.at(spare, resources[used], needs[used] * rate[flows[used]])
+                kept, left = ~used, ~frozen
+                flows, resources, needs, demands = (
+                    flows[kept],
+                    resources[kept],
+                    needs[kept],
+                    demands[kept],
+                )
+                free, counts, capped = free[left], counts[left], capped[left]
+        return rate, bottleneck
 
     def _reschedule(self) -> None:
         """Recompute rates once the current tick's starts and stops are all in."""
@@ -291,7 +381,9 @@ class FlowNetwork:
         now = self.engine.now
         self._advance(now)
         self._complete(now)
-        self._solve()
+        if self.active and not self._solved:  # the shares depend on the active set only
+            self._solve()
+            self._solved = True
         for flow in self.active:
             flow.history.append((now, flow.done))
         self._generation += 1
@@ -313,38 +405,67 @@ class FlowNetwork:
         return now + math.ceil((fraction - flow.done) / flow.rate - 1e-6)
 
     def _next_wake(self, now: int) -> int | None:
-        wake = None
-        for flow in self.active:
-            ticks = [self._due(flow, 1.0, now)]
-            ticks += [self._due(flow, fraction, now) for fraction, _ in flow._milestones]
-            soonest = min(ticks)
-            wake = soonest if wake is None else min(wake, soonest)
-        if wake is None or math.isinf(wake):
+        if not self.active:
             return None
-        return max(wake, now + 1)
+        state = self._arrays()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            due = np.ceil((1.0 - state.done) / state.rate - 1e-6)
+        due = np.where(state.rate > 0, now + due, np.inf)
+        due[state.done >= 1.0 - EPSILON] = now
+        wake = np.minimum.reduce(due)
+        for flow, nearest in self._marked.items():  # the nearest milestone is due first
+            wake = min(wake, self._due(flow, nearest, now))
+        if math.isinf(wake):
+            return None
+        return max(int(wake), now + 1)
 
     def _complete(self, now: int) -> None:
-        """Finish the flows whose work is done and fire reached milestones."""
-        still = []
-        for flow in self.active:
-            remaining = (1.0 - flow.done) / flow.rate if flow.rate > 0 else math.inf
-            reached = [(f, e) for f, e in flow._milestones if flow.done >= f - 1e-9]
-            for item in reached:
-                flow._milestones.remove(item)
-                item[1].succeed()
-            if remaining < 1.0 or flow.done >= 1.0 - EPSILON:
+        """Finish the flows whose work is done and fire reached milestones, in start
+        order (flows started meanwhile, followers, are visited after the others)."""
+        if not self.active:
+            return
+        state = self._arrays()
+        with np.errstate(divide="ignore"):
+            remaining = np.where(state.rate > 0, (1.0 - state.done) / state.rate, np.inf)
+        ending = (remaining < 1.0) | (state.done >= 1.0 - EPSILON)
+        ends = [state.flows[i] for i in ending.nonzero()[0].tolist()]
+        reached = [f for f, nearest in self._marked.items() if f.done >= nearest - 1e-9]
+        visit = sorted({*ends, *reached}, key=_start_order) if reached else ends
+        self._completing = visit
+        ends = set(ends)
+        for flow in visit:  # grows while we go: started followers
+            if flow._milestones:
+                reached = [(f, e) for f, e in flow._milestones if flow.done >= f - 1e-9]
+                if reached:
+                    flow._milestones = [m for m in flow._milestones if m not in reached]
+                    for _, event in reached:
+                        event.succeed()
+                if not flow._milestones:
+                    self._marked.pop(flow, None)
+                elif flow in self._marked:
+                    self._marked[flow] = min(fraction for fraction, _ in flow._milestones)
+            if flow in ends:
                 for resource, need in flow.needs.items():  # the last sub-tick's share
                     self.use[resource].busy += need * (1.0 - flow.done)
                 flow.done = 1.0
                 self._finish(flow, now)
-            else:
-                still.append(flow)
-        self.active = still
+        self._completing = None
 
     def _finish(self, flow: Flow, now: int, complete: bool = True) -> None:
         flow.end = now
         if complete:
             flow.done = 1.0
+        if flow in self.active:
+            del self.active[flow]
+            self._marked.pop(flow, None)
+            self._solved = False
+            if flow in self._started:  # ended before the arrays saw it
+                self._started.remove(flow)
+            else:  # its lost time, kept in the arrays while it ran
+                state = self._state
+                flow.waited = float(state.waited[np.searchsorted(state.seq, flow._seq)])
+                self._ended.append(flow._seq)
+            flow.waited_on = self._ledger.close(flow._row)
         flow.history.append((now, flow.done))
         for _, event in flow._milestones:
             if complete:
@@ -357,3 +478,73 @@ class FlowNetwork:
             for follower in flow.then:
                 follower.owner = flow.owner
                 self.start(follower)
+
+
+def _start_order(flow: Flow) -> int:
+    return flow._seq
+
+
+class _Active:
+    """The active flows as arrays, kept up to date as flows start and end: per flow
+    (start order) its scalars, rate, progress, lost time and bottleneck; per entry (a flow and one
+    resource it needs, in the order of its needs) the flow, the resource (numbered by
+    name: its rank among every resource seen) and the need; per resource its entries."""
+
+    def __init__(self) -> None:
+        self.flows: list[Flow] = []
+        self.seq = np.zeros(0, dtype=np.int64)
+        self.count = np.zeros(0, dtype=np.int64)
+        self.static = np.zeros((0, 7))
+        self.rate, self.done, self.waited = np.zeros(0), np.zeros(0), np.zeros(0)
+        self.bottleneck = np.zeros(0, dtype=np.int64)  # rank, -1 for none
+        self.row, self.col = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        self.ids, self.need = np.zeros(0, dtype=np.int64), np.zeros(0)
+        self.version = 0
+        self.id_of_rank = np.zeros(0, dtype=np.int64)
+
+    def update(self, network: FlowNetwork, ended: list[int], started: list[Flow]) -> None:
+        """Drop the flows numbered ``ended``, append ``started``; renumber resources."""
+        if ended:
+            keep = np.ones(len(self.flows), dtype=bool)
+            keep[np.searchsorted(self.seq, ended)] = False  # seq rises in start order
+            entries = np.repeat(keep, self.count)
+            self.flows = [f for f, k in zip(self.flows, keep.tolist(), strict=True) if k]
+            self.ids, self.need = self.ids[entries], self.need[entries]
+            self.seq, self.count, self.static = self.seq[keep], self.count[keep], self.static[keep]
+            self.rate, self.done, self.waited = self.rate[keep], self.done[keep], self.waited[keep]
+            self.bottleneck = self.bottleneck[keep]
+            self.row, self.col = self.row[keep], self.col[keep]
+        rank = network._rank
+        if self.version != network._version:  # new resources: ranks moved
+            moved = self.bottleneck >= 0
+            self.bottleneck[moved] = rank[self.id_of_rank[self.bottleneck[moved]]]
+            self.id_of_rank = np.argsort(rank)
+            self.version = network._version
+        if started:
+            self.flows += started
+            self.ids = np.concatenate([self.ids, *(f._ids for f in started)])
+            self.need = np.concatenate([self.need, *(f._need for f in started)])
+            self.seq = np.append(self.seq, [f._seq for f in started])
+            self.count = np.append(self.count, [f._ids.size for f in started])
+            self.static = np.vstack([self.static, *(f._static for f in started)])
+            self.rate = np.append(self.rate, [f.rate for f in started])
+            self.done = np.append(self.done, [f.done for f in started])
+            self.waited = np.append(self.waited, [f.waited for f in started])
+            self.bottleneck = np.append(self.bottleneck, np.full(len(started), -1))
+            self.row = np.append(self.row, [f._row for f in started])
+            self.col = np.append(self.col, [network._ledger.col(f.owner) for f in started])
+        self.scale, self.weight, self.min_ticks, self.alone, self.service = self.static.T[:5]
+        self.fence, self.chains = self.static[:, 5], self.static[:, 6]
+        self.flow = np.repeat(np.arange(len(self.flows)), self.count)
+        self.resource = rank[self.ids]
+        self.names = network._by_rank
+        width = len(self.names)
+        self.by_resource = np.argsort(self.resource, kind="stable")
+        self.first = np.concatenate([[0], np.cumsum(np.bincount(self.resource, minlength=width))])
+        self.touched = np.flatnonzero(self.first[1:] > self.first[:-1])
+        self.uses = [network.use[self.names[r]] for r in self.touched.tolist()]
+        self.distinct: dict[int, bool] = {}  # per resource: its sharers' owners all differ
+
+    def members(self, resource: int) -> np.ndarray:
+        """The entries of ``resource``, in start order."""
+        return self.by_resource[self.first[resource] : self.first[resource + 1]]
