@@ -28,45 +28,23 @@ quiet_interrupts("failure_accuracy.py")
 
 from tqdm import tqdm  # noqa: E402
 
-from simulate.cli import QuietParser, UsageError, run_main  # noqa: E402
-from simulate.configure import input_generator, resolve_functional  # noqa: E402
+from simulate.accuracy import check_study, scores, study_parser  # noqa: E402
+from simulate.cli import run_main  # noqa: E402
+from simulate.configure import resolve_functional  # noqa: E402
 from simulate.failures import inject  # noqa: E402
 from simulate.job import validate  # noqa: E402
-from simulate.options import RunOptions, check_failure_count, check_seed  # noqa: E402
+from simulate.options import RunOptions  # noqa: E402
 from simulate.preflight import check_memory  # noqa: E402
 from simulate.recording import run_stretch  # noqa: E402
-from workloads.metrics import evaluate  # noqa: E402
-from workloads.training import EVAL_BATCH_OFFSET, default_lr  # noqa: E402
+from workloads.training import default_lr  # noqa: E402
 
 PROG = "failure_accuracy.py"
 GAPS = (0, 1, 10, 100, 1000, 10000)
 
 
-def scores(options: RunOptions, model) -> dict[str, float]:
-    spec, batch_size = resolve_functional(options)
-    held_out = input_generator(options, spec, batch_size).batches(16, EVAL_BATCH_OFFSET)
-    return evaluate(model, held_out)
-
-
 def parse_args(argv: list[str]):
-    parser = QuietParser(prog=PROG, description=__doc__.splitlines()[0])
-    parser.add_argument("--batches", type=int, default=300)
-    parser.add_argument("--model", default="dlrm_kaggle")
-    parser.add_argument("--rows", type=int, default=200)
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--failures", type=int, default=2)
-    parser.add_argument("--seed", type=int, default=1)
-    args = parser.parse_args(argv)
-    for flag, value in (
-        ("--batches", args.batches),
-        ("--rows", args.rows),
-        ("--batch-size", args.batch_size),
-        ("--failures", args.failures),
-    ):
-        if value < 1:
-            raise UsageError(f"{flag} must be at least 1, got {value}")
-    check_seed(args.seed)
-    check_failure_count(args.failures, args.batches, "--failures")
+    args = study_parser(PROG, __doc__.splitlines()[0]).parse_args(argv)
+    check_study(args)
     return args
 
 

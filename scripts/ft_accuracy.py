@@ -30,15 +30,15 @@ quiet_interrupts("ft_accuracy.py")
 from tqdm import tqdm  # noqa: E402
 
 from components.sim.units import TICKS_PER_SECOND  # noqa: E402
-from simulate.cli import QuietParser, UsageError, run_main  # noqa: E402
-from simulate.configure import input_generator, resolve_functional  # noqa: E402
+from simulate.accuracy import check_study, scores, study_parser  # noqa: E402
+from simulate.cli import run_main  # noqa: E402
+from simulate.configure import resolve_functional  # noqa: E402
 from simulate.ft_failures import inject_software  # noqa: E402
 from simulate.job import validate  # noqa: E402
-from simulate.options import RunOptions, check_failure_count, check_seed  # noqa: E402
+from simulate.options import RunOptions  # noqa: E402
 from simulate.preflight import check_memory  # noqa: E402
 from simulate.recording import run_stretch  # noqa: E402
-from workloads.metrics import evaluate  # noqa: E402
-from workloads.training import EVAL_BATCH_OFFSET, default_lr  # noqa: E402
+from workloads.training import default_lr  # noqa: E402
 
 PROG = "ft_accuracy.py"
 MFU = [("board.ft.mfu_share", "0.125")]
@@ -48,28 +48,11 @@ POLICIES = (("none", "none", "none", []), ("cpr", "cpr", "none", []),
             ("check-n-run 4-bit", "check-n-run", "4", []))  # fmt: skip
 
 
-def scores(options: RunOptions, model) -> dict[str, float]:
-    spec, batch_size = resolve_functional(options)
-    held_out = input_generator(options, spec, batch_size).batches(16, EVAL_BATCH_OFFSET)
-    return evaluate(model, held_out)
-
-
 def parse_args(argv: list[str]):
-    parser = QuietParser(prog=PROG, description=__doc__.splitlines()[0])
-    parser.add_argument("--batches", type=int, default=300)
-    parser.add_argument("--model", default="dlrm_kaggle")
-    parser.add_argument("--rows", type=int, default=200)
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--failures", type=int, default=2)
+    parser = study_parser(PROG, __doc__.splitlines()[0])
     parser.add_argument("--interval", type=int, default=25, help="batches between checkpoints")
-    parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
-    for flag in ("batches", "rows", "batch_size", "failures", "interval"):
-        if getattr(args, flag) < 1:
-            name = "--" + flag.replace("_", "-")
-            raise UsageError(f"{name} must be at least 1, got {getattr(args, flag)}")
-    check_seed(args.seed)
-    check_failure_count(args.failures, args.batches, "--failures")
+    check_study(args, ("interval",))
     return args
 
 

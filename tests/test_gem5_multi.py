@@ -23,6 +23,7 @@ from components.interconnect.cxl import HEADER_BITS, LINE_BYTES
 from components.interconnect.link import SerialLink
 from simulate.gem5_run import record_builtin
 from simulate.options import parse_run_options
+from tests.gem5_compare import compare
 
 GEM5 = binary()
 ROOT = Path(__file__).resolve().parents[1]
@@ -148,18 +149,7 @@ def test_each_cxl_mem_has_its_own_controllers_and_address_range():
 # ----- gem5 ------------------------------------------------------------------------------
 @cache
 def _compare(*args: str) -> dict:
-    """compare_backends' gem5 side, as the script launches it (one run per argv)."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import compare_backends
-    finally:
-        sys.path.pop(0)
-    sample = 0
-    if "--gem5-sample" in args:
-        at = args.index("--gem5-sample")
-        sample, args = int(args[at + 1]), args[:at] + args[at + 2 :]
-    outdir = Path(tempfile.mkdtemp(prefix="gem5-multi-"))
-    return compare_backends.run_gem5(GEM5, list(args), outdir, sample)
+    return compare(Path(tempfile.mkdtemp(prefix="gem5-multi-")), *args)
 
 
 def _outside(rows: list[dict], mode: str) -> dict:

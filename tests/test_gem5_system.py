@@ -14,6 +14,7 @@ import pytest
 
 from components.gem5 import binary
 from simulate.options import SYSTEMS
+from tests.gem5_compare import compare
 from workloads.models import PRESETS
 
 GEM5 = binary()
@@ -32,20 +33,6 @@ def _clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
 
 
-def _compare(tmp_path: Path, *args: str) -> dict:
-    """compare_backends' gem5 side, as the script launches it, with its JSON back."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import compare_backends
-    finally:
-        sys.path.pop(0)
-    sample = 0
-    if "--gem5-sample" in args:
-        at = args.index("--gem5-sample")
-        sample, args = int(args[at + 1]), args[:at] + args[at + 2 :]
-    return compare_backends.run_gem5(GEM5, list(args), tmp_path, sample)
-
-
 def _ratios(results: dict, mode: str, rows: str = "ops") -> dict:
     return {
         (row["batch"], row.get("op", "batch")): row["gem5"][mode] / row["builtin"][mode]
@@ -59,7 +46,7 @@ def _outside(ratios: dict) -> dict:
 
 @pytest.mark.parametrize("system", PMEM_SYSTEMS)
 def test_each_op_alone_and_each_batch_agree_within_15_percent(tmp_path, system):
-    results = _compare(tmp_path, "--system", system, *SMALL)
+    results = compare(tmp_path, "--system", system, *SMALL)
     names = {op["op"] for op in results["ops"]}
     assert {"lookup", "update", "pooled_to_gpu", "grads_to_mem"} <= names
     assert _outside(_ratios(results, "alone")) == {}
@@ -72,7 +59,7 @@ def test_ops_agree_concurrently_where_no_writes_drain_beside_them(tmp_path, syst
     """On the PCIe and host systems what overlaps is a transfer next to PMEM traffic,
     never reads next to draining writes, where the two controllers' arbitration
     differs (docs/gem5.md): each op must agree in the schedule too."""
-    results = _compare(tmp_path, "--system", system, *SMALL)
+    results = compare(tmp_path, "--system", system, *SMALL)
     assert _outside(_ratios(results, "concurrent")) == {}
 
 
@@ -85,18 +72,18 @@ def test_a_lookup_beside_a_log_agrees_only_when_the_controller_takes_turns(tmp_p
     def lookup(results: dict) -> dict:
         return {(op["batch"], op["op"]): op for op in results["ops"]}[(1, "lookup")]
 
-    turns = lookup(_compare(tmp_path / "turns", "--system", "cxl", *SMALL))
+    turns = lookup(compare(tmp_path / "turns", "--system", "cxl", *SMALL))
     assert LOW <= turns["gem5"]["concurrent"] / turns["builtin"]["concurrent"] <= HIGH
     arbitration = "board.cxl_mem.pmem.arbitration=time"
-    shares = lookup(_compare(tmp_path / "time", "--system", "cxl", *SMALL, "--set", arbitration))
+    shares = lookup(compare(tmp_path / "time", "--system", "cxl", *SMALL, "--set", arbitration))
     assert shares["gem5"]["concurrent"] > 1.5 * shares["builtin"]["concurrent"]
     assert LOW <= shares["gem5"]["alone"] / shares["builtin"]["alone"] <= HIGH
 
 
 def test_without_the_xpbuffer_both_sides_lose_the_same_hits(tmp_path):
     args = ("--system", "cxl-d", *SMALL)
-    buffered = _compare(tmp_path / "on", *args)
-    bare = _compare(tmp_path / "off", *args, "--set", "board.cxl_mem.pmem.buffer_lines=0")
+    buffered = compare(tmp_path / "on", *args)
+    bare = compare(tmp_path / "off", *args, "--set", "board.cxl_mem.pmem.buffer_lines=0")
     lookup = {(op["batch"], op["op"]): op for op in bare["ops"]}[(0, "lookup")]
     assert LOW <= lookup["gem5"]["alone"] / lookup["builtin"]["alone"] <= HIGH
     before = {(op["batch"], op["op"]): op for op in buffered["ops"]}[(0, "lookup")]
@@ -109,7 +96,7 @@ def test_every_system_and_model_runs_in_gem5(tmp_path, system, model):
     """A sampled replay (a few hundred packets per stream) of one batch: every op,
     device region and route of the configuration is built and crossed in gem5."""
     argv = ["--system", system, "--model", model, "--batches", "1", "--batch-size", "4"]
-    results = _compare(tmp_path, *argv, "--rows", "1000", "--gem5-sample", "200")
+    results = compare(tmp_path, *argv, "--rows", "1000", "--gem5-sample", "200")
     assert results["ops"] and all(op["gem5"]["alone"] > 0 for op in results["ops"])
 
 
