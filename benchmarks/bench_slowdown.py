@@ -32,24 +32,27 @@ PROBE = (
     "import json,resource,sys,time; sys.path.insert(0, {repo!r});"
     "from simulate.job import run_job; from simulate.options import RunOptions;"
     "start = time.process_time();"
-    "res = run_job(RunOptions(system={system!r}, model={model!r}, batches={batches},"
-    " outdir={outdir!r}, progress=False));"
+    "res = run_job(RunOptions(**{options!r}, outdir={outdir!r}, progress=False));"
     "print(json.dumps([time.process_time() - start,"
-    " resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, res['batch_times_ms']]))"
+    " resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, res.get('batch_times_ms'),"
+    " res['batch_time_ms']['mean']]))"
 )
 
 
 def probe(
-    system: str, model: str, batches: int, repo: str = REPO
-) -> tuple[float, float, list[float]]:
-    """CPU seconds inside the run, peak RSS (MiB) and the simulated batch times (ms)."""
+    system: str, model: str, batches: int, repo: str = REPO, **options
+) -> tuple[float, float, list[float] | None, float]:
+    """CPU seconds inside the run, peak RSS (MiB), the simulated batch times (ms; None
+    for a sampled run) and their mean (a sampled run's estimate). ``options``: further
+    RunOptions fields (sample_plan, seed)."""
+    options = {"system": system, "model": model, "batches": batches, **options}
     with tempfile.TemporaryDirectory() as outdir:
-        code = PROBE.format(repo=repo, system=system, model=model, batches=batches, outdir=outdir)
+        code = PROBE.format(repo=repo, options=options, outdir=outdir)
         out = subprocess.run(
             [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=repo
         )
-    cpu, rss, times = json.loads(out.stdout.strip().splitlines()[-1])
-    return cpu, rss / 1024, times
+    cpu, rss, times, mean = json.loads(out.stdout.strip().splitlines()[-1])
+    return cpu, rss / 1024, times, mean
 
 
 def per_batch(system: str, model: str, short: int, long: int, repeats: int, repos: list[str]):
@@ -61,7 +64,7 @@ def per_batch(system: str, model: str, short: int, long: int, repeats: int, repo
     for _ in range(repeats):
         for repo in repos:
             cpu_short[repo] = min(cpu_short[repo], probe(system, model, short, repo)[0])
-            cpu, _rss, times = probe(system, model, long, repo)
+            cpu, _rss, times, _mean = probe(system, model, long, repo)
             cpu_long[repo] = min(cpu_long[repo], cpu)
             if repo == repos[0]:
                 simulated = sum(times[short:]) / (long - short)

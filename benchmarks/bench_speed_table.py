@@ -1,0 +1,104 @@
+"""One table of the simulator's speed: full detail, sampled, and gem5, per system and model.
+
+    python benchmarks/bench_speed_table.py [--models rm1,rm2] [--systems cxl,pmem]
+        [--short 1] [--long 3] [--repeats 1] [--sampled-batches 1000] [--sample 199]
+        [--gem5-models rm1] [--gem5-systems cxl,cxl-b,cxl-d] [--gem5-batches 1]
+        [--sample-memory 1000,10000]
+
+Per (system, model): the full-detail CPU seconds per simulated batch (bench_slowdown.py's
+long-less-short difference, minimum of ``--repeats``), the sampled run's CPU seconds over
+the batches it covers (``--sampled-batches`` batches with ``--sample``: start-up and the
+skipped batches' fast-forward included, the minimum of ``--repeats``), each divided by
+the simulated seconds per batch (the slowdown: below 1, faster than the hardware), and
+where gem5 replays the same batches (bench_gem5.py: every memory op of the built-in
+schedule, concurrently) gem5's wall seconds per batch over the full-detail CPU seconds
+per batch. gem5 is slow, so it runs only on ``--gem5-models`` x ``--gem5-systems``.
+``--sample-memory A,B`` adds the peak RSS of sampled A- and B-batch runs (bench_slowdown's
+``--memory`` is the full-detail counterpart).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import bench_slowdown  # noqa: E402
+
+REPO = bench_slowdown.REPO
+
+
+def sampled_per_batch(system: str, model: str, batches: int, plan: str, repeats: int):
+    """Minimum CPU seconds of a sampled run over its batches, the estimated simulated
+    ms per batch, and the run's peak RSS (MiB)."""
+    cpu, rss, mean = math.inf, 0.0, 0.0
+    for _ in range(repeats):
+        c, rss, _times, mean = bench_slowdown.probe(system, model, batches, sample_plan=plan)
+        cpu = min(cpu, c)
+    return 1e3 * cpu / batches, mean, rss
+
+
+def gem5_per_batch(system: str, model: str, batches: int) -> float | None:
+    """gem5's wall seconds per batch replaying the run concurrently (None: no gem5)."""
+    import bench_gem5  # imports the simulator; only when gem5 is asked for
+
+    gem5 = bench_gem5.binary()
+    if gem5 is None:
+        return None
+    return bench_gem5.measure(gem5, system, model, batches)["gem5_concurrent"]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="rm1,rm2,rm3,rm4")
+    parser.add_argument("--systems", default=",".join(bench_slowdown.SYSTEMS))
+    parser.add_argument("--short", type=int, default=1)
+    parser.add_argument("--long", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--sampled-batches", type=int, default=1000)
+    parser.add_argument("--sample", default="199", help="the --sample plan of the sampled runs")
+    parser.add_argument("--gem5-models", default="rm1")
+    parser.add_argument("--gem5-systems", default="cxl,cxl-b,cxl-d")
+    parser.add_argument("--gem5-batches", type=int, default=1)
+    parser.add_argument("--sample-memory", default="", help="A,B: peak RSS of sampled runs")
+    args = parser.parse_args()
+    if args.long <= args.short:
+        parser.error("--long must exceed --short")
+    memory = [int(b) for b in args.sample_memory.split(",")] if args.sample_memory else []
+    gem5_on = {(m, s) for m in args.gem5_models.split(",") for s in args.gem5_systems.split(",")}
+    print(
+        "| model | system | simulated ms / batch | full CPU ms / batch | full slowdown | "
+        f"sampled ({args.sample}, {args.sampled_batches} batches) ms / batch | "
+        "sampled CPU ms / batch | sampled slowdown | gem5 s / batch | gem5 / full |"
+        + "".join(f" sampled RSS MiB @{b} |" for b in memory)
+    )
+    print("|---" * (10 + len(memory)) + "|")
+    for model in args.models.split(","):
+        for system in args.systems.split(","):
+            (cpu,), simulated = bench_slowdown.per_batch(
+                system, model, args.short, args.long, args.repeats, [REPO]
+            )
+            s_cpu, s_sim, _ = sampled_per_batch(
+                system, model, args.sampled_batches, args.sample, args.repeats
+            )
+            row = (
+                f"| {model} | {system} | {simulated:.3f} | {cpu:.1f} | {cpu / simulated:.2f} | "
+                f"{s_sim:.3f} | {s_cpu:.2f} | {s_cpu / s_sim:.3f} |"
+            )
+            g = (
+                gem5_per_batch(system, model, args.gem5_batches)
+                if (model, system) in gem5_on
+                else None
+            )
+            row += f" {g:.2f} | {1e3 * g / cpu:.0f}x |" if g is not None else " - | - |"
+            for b in memory:
+                row += f" {sampled_per_batch(system, model, b, args.sample, 1)[2]:.0f} |"
+            print(row, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
