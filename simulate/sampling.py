@@ -15,6 +15,9 @@ meet the MLP log at one phase) the results say so.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import gc
 import math
 import sys
 import time
@@ -79,6 +82,7 @@ def run_sampled(options: RunOptions, plan: SamplePlan) -> dict[str, Any]:
         disable=not options.progress, file=sys.stderr, leave=False,
     )  # fmt: skip
     for start in starts:
+        return_freed_memory()  # the last unit's board and buffers, freed
         first = start - plan.warmup
         engine = Engine()
         scheduler = Scheduler(engine)
@@ -113,6 +117,20 @@ def run_sampled(options: RunOptions, plan: SamplePlan) -> dict[str, Any]:
     }
     write_outdir(Path(options.outdir), rows, config, results, scheduler.records, None)
     return results
+
+
+def return_freed_memory() -> None:
+    """Hand the pages the C allocator keeps after a unit's board is freed back to the
+    system (glibc's malloc_trim), so a run's resident memory stays flat in its units
+    instead of growing with the allocator's fragmented free lists (measured: 251 / 307 /
+    445 MiB at 1,000 / 3,000 / 10,000 RM1 batches without it). Elsewhere a no-op."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):
+        return
+    gc.collect()
+    trim(0)
 
 
 def _warm_skipped(board, spec, generator, skipped: range) -> None:
