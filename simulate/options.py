@@ -494,8 +494,8 @@ def refuse_multi_device(options: RunOptions, tool: str) -> None:
     """Tools that model one device's protocol (crash exploration) say so."""
     if multi_device(options):
         raise UsageError(
-            f"{tool} covers one GPU and one CXL-MEM so far: drop --gpus, --cxl-mems and "
-            "--topology (docs/topologies.md)"
+            f"{tool} covers one GPU and one CXL-MEM so far: drop --gpus, --cxl-mems, "
+            "--topology and --pool-jobs (docs/topologies.md)"
         )
 
 
@@ -534,21 +534,25 @@ def _check_topology(args: argparse.Namespace) -> tuple[int, int]:
             f"--system {args.system}: several devices are modelled for "
             f"{', '.join(MULTI_DEVICE_SYSTEMS)} (the CXL systems)"
         )
-    single_only = {
+    failures = {
         "--fail-at": args.fail_at,
         "--fail-random": args.fail_random,
         "--pmem-image": args.pmem_image,
-        "--sample": args.sample_plan,
         f"--checkpoint {args.checkpoint}": args.checkpoint != "paper",
-        "--functional (numerics of one job) with --pool-jobs": args.functional
-        and args.pool_jobs > 1,
     }
-    for flag, given in single_only.items():
+    for flag, given in failures.items():
         if given:
             raise UsageError(
                 f"{flag} needs one consistent checkpoint across devices, which multi-device "
                 "systems do not have yet (docs/topologies.md); run one GPU and one CXL-MEM"
             )
+    if args.sample_plan is not None:
+        raise UsageError(
+            "--sample carries one device's state between units; multi-device runs simulate "
+            "every batch (docs/topologies.md)"
+        )
+    if args.functional and args.pool_jobs > 1:
+        raise UsageError("--functional trains one job's numerics: drop it or --pool-jobs")
     return gpus, mems
 
 
