@@ -540,12 +540,12 @@ def _check_topology(args: argparse.Namespace) -> tuple[int, int]:
         "--pmem-image": args.pmem_image,
         f"--checkpoint {args.checkpoint}": args.checkpoint != "paper",
     }
-    for flag, given in failures.items():
-        if given:
-            raise UsageError(
-                f"{flag} needs one consistent checkpoint across devices, which multi-device "
-                "systems do not have yet (docs/topologies.md); run one GPU and one CXL-MEM"
-            )
+    flag = first_given(failures)
+    if flag is not None:
+        raise UsageError(
+            f"{flag} needs one consistent checkpoint across devices, which multi-device "
+            "systems do not have yet (docs/topologies.md); run one GPU and one CXL-MEM"
+        )
     if args.sample_plan is not None:
         raise UsageError(
             "--sample carries one device's state between units; multi-device runs simulate "
@@ -602,9 +602,14 @@ def _check_sample(args: argparse.Namespace) -> None:
         "--plot": args.plot,
         f"--checkpoint {args.checkpoint}": args.checkpoint != "paper",
     }
-    for flag, given in needs_all.items():
-        if given:
-            raise UsageError(f"--sample times a sample of batches; {flag} needs every batch")
+    flag = first_given(needs_all)
+    if flag is not None:
+        raise UsageError(f"--sample times a sample of batches; {flag} needs every batch")
+
+
+def first_given(flags: dict[str, object]) -> str | None:
+    """The first of ``flags`` (option as typed -> its value) that was given, if any."""
+    return next((flag for flag, given in flags.items() if given), None)
 
 
 def _check_time(option: str, text: str) -> int:

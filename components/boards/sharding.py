@@ -18,6 +18,7 @@ batch's demand is cut into one demand per device with numpy masks, no per-row lo
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 
@@ -45,7 +46,7 @@ class Sharding:
         """(device, shard-local id) of each global row."""
         raise NotImplementedError
 
-    @property
+    @functools.cached_property
     def table_starts(self) -> np.ndarray:
         return np.concatenate(([0], np.cumsum(self.rows_per_table))).astype(np.int64)
 
@@ -123,7 +124,10 @@ class TableSharding(Sharding):
     def pooled_tables(self, device: int) -> int:
         return len(self.tables[device])
 
-    def locate(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    @functools.cached_property
+    def _table_map(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per table: its device, and its shard-local id of row 0 minus its global one
+        (built once: ``locate`` runs twice a batch)."""
         owner = np.empty(len(self.rows_per_table), dtype=np.int64)
         shift = np.zeros(len(self.rows_per_table), dtype=np.int64)
         starts = self.table_starts
@@ -132,7 +136,11 @@ class TableSharding(Sharding):
             sizes = [self.rows_per_table[t] for t in tables]
             local = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
             shift[list(tables)] = local - starts[list(tables)]
-        table = np.searchsorted(starts, rows, side="right") - 1
+        return owner, shift
+
+    def locate(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        owner, shift = self._table_map
+        table = np.searchsorted(self.table_starts, rows, side="right") - 1
         return owner[table], rows + shift[table]
 
 
@@ -158,6 +166,7 @@ class RowSharding(Sharding):
                 )
         return sharding
 
+    @functools.cached_property
     def part_rows(self) -> np.ndarray:
         """(devices, tables): rows of table t on device d, ceil for the first n_t mod M."""
         n = np.asarray(self.rows_per_table, dtype=np.int64)
@@ -165,20 +174,24 @@ class RowSharding(Sharding):
         return n // self.devices + (d < n % self.devices)
 
     def shard_rows(self, device: int) -> tuple[int, ...]:
-        return tuple(int(r) for r in self.part_rows()[device])
+        return tuple(int(r) for r in self.part_rows[device])
 
     def pooled_tables(self, device: int) -> int:
         return len(self.rows_per_table)
+
+    @functools.cached_property
+    def _part_starts(self) -> np.ndarray:
+        """(devices, tables): where each table part starts in its device's shard."""
+        parts = self.part_rows
+        zero = np.zeros((self.devices, 1), np.int64)
+        return np.concatenate((zero, np.cumsum(parts, axis=1)[:, :-1]), axis=1)
 
     def locate(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         starts = self.table_starts
         table = np.searchsorted(starts, rows, side="right") - 1
         index = rows - starts[table]
-        parts = self.part_rows()
-        part_starts = np.concatenate((np.zeros((self.devices, 1), np.int64),
-                                      np.cumsum(parts, axis=1)[:, :-1]), axis=1)  # fmt: skip
         device = index % self.devices
-        return device, part_starts[device, table] + index // self.devices
+        return device, self._part_starts[device, table] + index // self.devices
 
 
 def build_sharding(kind: str, rows_per_table, row_bytes: int, devices: int,
