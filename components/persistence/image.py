@@ -46,6 +46,10 @@ RECORD_HEADER = 256
 it starts on a line: log bursts then never straddle lines nor read-modify-write them."""
 WORD = 8
 FLAG_NAMES = ("emb0", "emb1", "mlp0", "mlp1")
+COMMIT_NAMES = ("commit", "mlpc0", "mlpc1")
+"""A cluster's cross-device commit words (docs/failures.md), after the flags on the
+coordinator CXL-MEM: the newest batch every device holds, and the newest MLP copy
+(per slot) every device's stripe holds; flag words, in the flags region's page."""
 OPTIMIZERS = ("sgd", "adagrad")
 FLAG_BATCHES = 1 << 32  # a flag's batch + 1 fills its low 32 bits
 FLAG_SEED = zlib.crc32(b"TCXLFLAG")  # a flag's check: CRC32 of its value from this seed
@@ -78,6 +82,8 @@ class ImageLayout:
     optimizer: str = "sgd"
     base: int = 0
     """Where the image starts in its device: a pooled CXL-MEM's partition (0: alone)."""
+    commit: bool = False
+    """The coordinator of a multi-device cluster: the commit words follow the flags."""
 
     def __post_init__(self) -> None:
         for name in ("total_rows", "dim", "mlp_count", "max_rows"):
@@ -86,6 +92,8 @@ class ImageLayout:
                 raise ValueError(f"{name} must be an integer in [1, 2^40], got {value!r}")
         if self.max_rows > self.total_rows:
             raise ValueError(f"max_rows {self.max_rows} exceeds total_rows {self.total_rows}")
+        if not isinstance(self.commit, bool):
+            raise ValueError(f"commit must be true or false, got {self.commit!r}")
         if not isinstance(self.optimizer, str) or self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
 
@@ -109,7 +117,7 @@ class ImageLayout:
             return cached
         sizes = {
             "data": self.total_rows * self.dim * 4,
-            "flags": 8 * len(FLAG_NAMES),
+            "flags": 8 * (len(FLAG_NAMES) + (len(COMMIT_NAMES) if self.commit else 0)),
             "emb0": RECORD_HEADER + self.max_rows * self.entry_bytes,
             "emb1": RECORD_HEADER + self.max_rows * self.entry_bytes,
             "mlp0": RECORD_HEADER + self.mlp_bytes,
@@ -144,6 +152,10 @@ class ImageLayout:
 
     def flag_offset(self, name: str) -> int:
         return self.offset("flags") + 8 * FLAG_NAMES.index(name)
+
+    def commit_offset(self, name: str) -> int:
+        """A cross-device commit word (COMMIT_NAMES) on the coordinator."""
+        return self.offset("flags") + 8 * (len(FLAG_NAMES) + COMMIT_NAMES.index(name))
 
     def row_offset(self, rows: np.ndarray) -> np.ndarray:
         return self.offset("data") + rows.astype(np.int64) * (self.dim * 4)
@@ -183,7 +195,7 @@ class ImageLayout:
 
     def fields(self) -> dict:
         keys = ("total_rows", "dim", "mlp_count", "max_rows", "optimizer")
-        return {k: getattr(self, k) for k in keys}
+        return {k: getattr(self, k) for k in keys} | ({"commit": True} if self.commit else {})
 
 
 def record_header(batch: int, count: int, *payloads: np.ndarray) -> np.ndarray:
