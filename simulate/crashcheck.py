@@ -21,6 +21,7 @@ for every pair of concurrent ops the board does not order, the other finishing o
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from collections import Counter, defaultdict
@@ -30,8 +31,8 @@ import numpy as np
 from tqdm import tqdm
 
 from components.persistence.explorer import CrashExplorer, CrashState, ExploreSettings
-from components.persistence.image import FLAG_NAMES, RECORD_HEADER, WORD, CorruptImage, PmemImage
-from components.persistence.protocols import PROTOCOLS, Protocol, Recovery
+from components.persistence.image import RECORD_HEADER, WORD, CorruptImage
+from components.persistence.protocols import Protocol, Recovery
 from components.persistence.writes import Writes, all_words
 from simulate.options import RunOptions
 from simulate.oracle import (
@@ -46,11 +47,16 @@ from simulate.oracle import (
     reference_from,
     verdict,
 )
-from simulate.recording import ModelState, Stretch, build_journal, initial_image, run_stretch
+from simulate.recording import (
+    ModelState,
+    Stretch,
+    build_journal,
+    initial_image,
+    protocol_for,
+    run_stretch,
+)
 from simulate.schedules import reordered_schedules
 from workloads.training import DEFAULT_LR
-
-RECORDS = ("emb0", "emb1", "mlp0", "mlp1", "base")
 
 
 @dataclass(frozen=True)
@@ -165,7 +171,7 @@ class Checker:
         self.names, starts = self.layout.region_starts()
         self.index = {name: i for i, name in enumerate(self.names)}
         self.starts = starts
-        self.image = PmemImage(self.layout, explorer.words.view(np.uint8))
+        self.image = protocol.image_over(explorer.words.view(np.uint8))
         gen = explorer.overlay.gen
         self.image.generation = lambda name: int(gen[self.index[name]])
         self.memo: dict[tuple, tuple[str, str]] = {}
@@ -179,9 +185,8 @@ class Checker:
             "metadata": list(np.linspace(0, end, settings.metadata, endpoint=False)),
             "resumed": list(np.linspace(end / 4, end, settings.resumed, endpoint=False)),
         }
-        self.always = {self.index[n] for n in ("flags", "base", "data")}
-        if self.layout.adagrad:
-            self.always.add(self.index["rowacc"])
+        self.always = {self.index[n] for n in protocol.always_read()}
+        self.commits = [self.index[n] for n in protocol.commit_regions()]
         self.last = None
         self.tick = 0
 
@@ -189,15 +194,15 @@ class Checker:
     def check(self, state: CrashState) -> None:
         self.tick = state.tick
         gen = self.explorer.overlay.gen
-        flags = self.index["flags"]
         touched = set(state.touched.tolist())
-        regions, outcome = (None, None) if flags in touched else self.lookup(touched)
+        changed = not touched.isdisjoint(self.commits)
+        regions, outcome = (None, None) if changed else self.lookup(touched)
         if outcome is None:
             self.image.on_read = lambda name: state.apply([self.index[name]])
             state.apply(self.always)
             outcome, regions, rec = self.recover_and_judge()
             self.memo[(regions, tuple(gen[list(regions)].tolist()))] = outcome
-            self.candidates[int(gen[flags])].add(regions)
+            self.candidates[self.commit_key()].add(regions)
             self.report.recoveries += 1
             if rec is not None and outcome[0] != VIOLATION:
                 self.explore_recovery(rec, state, regions)
@@ -212,12 +217,16 @@ class Checker:
         """A verdict already reached on the same bytes of every region a recovery read
         (the state differs only in ``touched`` regions, none of them read)."""
         gen = self.explorer.overlay.gen
-        for regions in self.candidates.get(int(gen[self.index["flags"]]), ()):
+        for regions in self.candidates.get(self.commit_key(), ()):
             if touched.isdisjoint(regions):
                 outcome = self.memo.get((regions, tuple(gen[list(regions)].tolist())))
                 if outcome is not None:
                     return regions, outcome
         return None, None
+
+    def commit_key(self) -> tuple[int, ...]:
+        """The generations of the words that decide what a recovery resumes at."""
+        return tuple(self.explorer.overlay.gen[self.commits].tolist())
 
     def watch(self) -> set | None:
         """The regions the verdict on the current (prefix) image depends on."""
@@ -228,7 +237,7 @@ class Checker:
         image.reads = set()
         want = self.expected()
         rec, outcome = self.run(want)
-        self.records_read = [n for n in RECORDS if n in image.reads]
+        self.records_read = [n for n in self.protocol.record_regions() if n in image.reads]
         regions = tuple(sorted({self.index[n] for n in image.reads} | self.always))
         image.reads = None
         return outcome, regions, rec
@@ -246,26 +255,8 @@ class Checker:
             return None, (DETECTED if media else VIOLATION, str(exc))
         except (ValueError, IndexError, KeyError, TypeError) as exc:
             return None, (VIOLATION, f"recovery failed: {type(exc).__name__}: {exc}")
-        table, acc = self.recovered_rows(rec)
+        table, acc = self.protocol.table_after(self.explorer.words, rec)
         return rec, verdict(self.reference, rec, want, table, acc, self.mlp_equal)
-
-    def recovered_rows(self, rec: Recovery):
-        """The table (and row accumulators) after the recovery's writes, without
-        touching the image."""
-        lay = self.layout
-        out = []
-        for name in ("data", "rowacc") if lay.adagrad else ("data",):
-            start, size = lay.regions()[name]
-            groups = [g for g in rec.writes if g.count and start <= g.offsets[0] < start + size]
-            dst, values = all_words(groups)
-            lo, hi = start // WORD, (start + size) // WORD
-            words = self.explorer.words[lo:hi].copy()
-            inside = (dst >= lo) & (dst < hi)
-            words[dst[inside] - lo] = values[inside]
-            out.append(words)
-        table = out[0].view(np.float32).reshape(lay.total_rows, lay.dim)
-        acc = out[1].view(np.float32)[::2] if lay.adagrad else None
-        return table, acc
 
     def mlp_equal(self, rec: Recovery, batch: int) -> bool:
         """MLP comparison memoized by the generation of the region the MLPs are in."""
@@ -358,10 +349,10 @@ class Checker:
 
     def flip(self, read: list[str], want: Expected, state: CrashState) -> None:
         """Bit rot in one record the recovery read (its header fields or payload)."""
-        lay, image = self.layout, self.image
+        image = self.image
         region = read[int(self.rng.integers(len(read)))]
-        start = lay.offset(region)
-        if region.startswith("emb"):
+        start, lay = self.layout.offset(region), self.protocol.layout_of(region)
+        if region.rsplit(".", 1)[-1].startswith("emb"):
             count = int(image.buf[start + 8 : start + 16].view("<i8")[0])
             size = max(min(count, lay.max_rows), 0) * lay.entry_bytes
         else:
@@ -382,8 +373,8 @@ class Checker:
         flipped at one random bit; a batch field also at each of its 4 low bits (a batch
         moved by a few, the damage no range check sees)."""
         lay = self.layout
-        flips = [(lay.flag_offset(name), int(self.rng.integers(64))) for name in FLAG_NAMES]
-        for region in dict.fromkeys([*read, "base"]):
+        flips = [(word, int(self.rng.integers(64))) for word in self.protocol.metadata_words()]
+        for region in dict.fromkeys([*read, *self.protocol.base_regions()]):
             start = lay.offset(region)
             flips += [(start, bit) for bit in (0, 1, 2, 3, int(self.rng.integers(4, 64)))]
             flips += [
@@ -427,8 +418,8 @@ def crashcheck(
     settings = settings or CheckSettings(explore=ExploreSettings(seed=options.seed))
     stretch = stretch or run_stretch(options, lr=DEFAULT_LR, optimizer=optimizer)
     start = stretch.initial_state()
-    base = initial_image(options, optimizer=optimizer, state=start)
-    make = protocol_class or PROTOCOLS[options.system]
+    base = initial_image(options, optimizer=optimizer, state=start, layout=stretch.layout)
+    make = protocol_class or functools.partial(protocol_for, options.system)
     protocol = make(base.layout)
     journal = build_journal(protocol, stretch)
     reference = reference_from(start)
@@ -492,8 +483,8 @@ def _resumed(options, make, optimizer, start, stretch, words, bounds, report, se
     writes land on the recovered image) and check the crash states of that stretch: a
     recovery that leaves the image subtly wrong (stale flags, a base record it did not
     finish) is caught by the failure after it."""
-    image = PmemImage(stretch.layout, words.view(np.uint8))
-    first = make(image.layout)
+    first = make(stretch.layout)
+    image = first.image_over(words.view(np.uint8))
     try:
         rec = first.recover(image)
     except CorruptImage:

@@ -14,11 +14,12 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from components.boards.base import TrainingBoard
+from components.persistence.cluster import CLUSTER_PROTOCOLS, ClusterImage, ClusterLayout
 from components.persistence.image import ImageLayout, PmemImage
 from components.persistence.journal import Journal, JournalBuilder, Requests
 from components.persistence.protocols import (
@@ -132,15 +133,32 @@ def _flat_padded(arrays: list[np.ndarray]) -> np.ndarray:
 
 
 class WriteLog:
-    """Observes a device's persisted writes (engine events): per op, its requests."""
+    """Observes devices' persisted writes (engine events): per op, its requests, each
+    device's addresses moved by its offset in the image (a cluster's devices lie side
+    by side, components/persistence/cluster.py)."""
 
-    def __init__(self, device) -> None:
+    def __init__(self, device, offset: int = 0) -> None:
         self.events: dict[int, list] = defaultdict(list)
-        device.write_listeners.append(self.observe)
+        self.watch(device, offset)
 
-    def observe(self, persisted) -> None:
-        if persisted.owner is not None and len(persisted.addresses):
-            self.events[persisted.owner].append(persisted)
+    def watch(self, device, offset: int) -> None:
+        def observe(persisted) -> None:
+            if persisted.owner is not None and len(persisted.addresses):
+                if offset:
+                    persisted = replace(persisted, addresses=persisted.addresses + offset)
+                self.events[persisted.owner].append(persisted)
+
+        device.write_listeners.append(observe)
+
+    @classmethod
+    def of(cls, board: TrainingBoard, layout) -> WriteLog:
+        """The table device's writes, or every CXL-MEM's of a cluster."""
+        if not isinstance(layout, ClusterLayout):
+            return cls(board.table_memory())
+        log = cls(board.shards[0].pmem, layout.devices[0].base)
+        for shard, device in zip(board.shards[1:], layout.devices[1:], strict=True):
+            log.watch(shard.pmem, device.base)
+        return log
 
     def requests(self) -> dict[int, Requests]:
         return {uid: Requests.from_events(events) for uid, events in self.events.items()}
@@ -159,7 +177,7 @@ class Stretch:
     end_tick: int
     trainer: FunctionalTrainer
     generator: BatchSource
-    layout: ImageLayout
+    layout: ImageLayout | ClusterLayout
     ends: list = field(default_factory=list)
 
     @property
@@ -207,6 +225,7 @@ class Stretch:
                 r.end,
                 self.facts.get(r.batch),
                 self.requests.get(r.uid, empty),
+                r.resource or "",
             )
             for r in self.records
         ]
@@ -225,11 +244,12 @@ def run_stretch(
     engine = Engine()
     scheduler = Scheduler(engine)
     board = connected_board(options, spec, batch_size, engine, scheduler)
-    observed = WriteLog(board.table_memory())
+    layout = image_layout(options, optimizer, board)
+    observed = WriteLog.of(board, layout)
     model = RecordingDLRM(spec, lr=lr, seed=options.seed, optimizer=optimizer)
     if weights is not None:
         model.load_state(weights)
-    trainer = FunctionalTrainer(model, relaxed=options.system == "cxl")
+    trainer = FunctionalTrainer(model, relaxed=options.system == "cxl", replicas=board.gpu_count)
     generator = input_generator(options, spec, batch_size)
     ends = drive_batches(
         engine, board, spec, generator, range(start, options.batches), trainer=trainer,
@@ -242,7 +262,6 @@ def run_stretch(
         facts[start + k] = BatchFacts(
             rows, old, new, before, after, old_acc, new_acc, acc_before, acc_after
         )
-    layout = image_layout(options, optimizer)
     return Stretch(
         start,
         board,
@@ -258,13 +277,30 @@ def run_stretch(
     )
 
 
-def image_layout(options: RunOptions, optimizer: str = "sgd") -> ImageLayout:
-    """The image's layout; its shared regions sit where the board's timing writes them."""
+def image_layout(
+    options: RunOptions, optimizer: str = "sgd", board: TrainingBoard | None = None
+) -> ImageLayout | ClusterLayout:
+    """The image's layout; its shared regions sit where the board's timing writes them.
+    A cluster's (``board``: a connected multi-device board) is its devices' layouts."""
+    if board is not None and hasattr(board, "placement"):
+        return cluster_layout(board)
     spec, batch_size = resolve_functional(options)
     max_rows = min(spec.total_rows, batch_size * spec.num_tables * spec.lookups_per_table)
     return ImageLayout(
         spec.total_rows, spec.embedding_dim, spec.mlp_param_count, max_rows, optimizer
     )
+
+
+def cluster_layout(board) -> ClusterLayout:
+    """The devices' layouts as the shards' timing addresses them, every global row's
+    device and local id, and each device's MLP stripe."""
+    rows = np.arange(board.spec.total_rows, dtype=np.int64)
+    owner, local = board.placement.locate(rows)
+    layouts = [shard.layout for shard in board.shards]
+    stripes = [layout.mlp_count for layout in layouts]
+    if sum(stripes) != board.spec.mlp_param_count:
+        raise ValueError("a cluster needs at least one MLP parameter per CXL-MEM")
+    return ClusterLayout.build(layouts, owner, local, stripes)
 
 
 def identity(options: RunOptions, optimizer: str = "sgd", lr: float = DEFAULT_LR) -> dict:
@@ -293,23 +329,30 @@ def initial_image(
     optimizer: str = "sgd",
     lr: float = DEFAULT_LR,
     state: ModelState | None = None,
-) -> PmemImage:
+    layout: ImageLayout | ClusterLayout | None = None,
+) -> PmemImage | ClusterImage:
     """The image formatted with the seeded initial weights (``state``, when the caller
-    has them already) and its identity."""
+    has them already) and its identity; a cluster's (``layout``) in memory."""
     if state is None:
         spec, _ = resolve_functional(options)
         model = DLRM(spec, seed=options.seed)
         state = ModelState(model.table, model.mlp_flat())
+    if isinstance(layout, ClusterLayout):
+        return ClusterImage.create(layout, state.table, state.mlp, identity(options, optimizer, lr))
     layout = image_layout(options, optimizer)
     return PmemImage.create(layout, state.table, state.mlp, path, identity(options, optimizer, lr))
 
 
-def protocol_for(system: str, layout: ImageLayout) -> Protocol:
+def protocol_for(system: str, layout: ImageLayout | ClusterLayout) -> Protocol:
+    """The system's protocol over one device's image, or over a cluster's."""
+    if isinstance(layout, ClusterLayout):
+        return CLUSTER_PROTOCOLS[system](layout)
     return PROTOCOLS[system](layout)
 
 
 def persist_domain(board: TrainingBoard) -> str:
-    device = board.table_memory()
+    shards = getattr(board, "shards", None)
+    device = shards[0].pmem if shards else board.table_memory()
     return getattr(device, "domain", getattr(device, "persist_domain", "adr"))
 
 

@@ -342,7 +342,8 @@ class PmemImage:
     def region(self, name: str) -> np.ndarray:
         """A region's bytes (a view). Recovery reads the image only through here."""
         self._read(name)
-        offset, size = self.layout.regions()[name]
+        size = self.layout.regions()[name][1]
+        offset = self.layout.offset(name)  # a device's image may sit inside a cluster's
         return self.buf[offset : offset + size]
 
     def table(self) -> np.ndarray:

@@ -90,6 +90,7 @@ class OpView:
     end: int
     facts: BatchFacts | None
     requests: Requests
+    resource: str = ""
 
 
 @dataclass
@@ -147,6 +148,50 @@ class Protocol:
 
     def plan(self, image: PmemImage) -> Recovery:
         raise NotImplementedError
+
+    # ----- what the crash checker reads of the image -----------------------------------
+    def image_over(self, buf: np.ndarray) -> PmemImage:
+        return PmemImage(self.layout, buf)
+
+    def always_read(self) -> list[str]:
+        """Regions every recovery reads (their generations key its verdict)."""
+        return ["flags", "base", "data", *(["rowacc"] if self.layout.adagrad else [])]
+
+    def commit_regions(self) -> list[str]:
+        """Regions whose words decide what a recovery resumes at."""
+        return ["flags"]
+
+    def record_regions(self) -> list[str]:
+        """Records a recovery may read (media faults flip bits in them)."""
+        return ["emb0", "emb1", "mlp0", "mlp1", "base"]
+
+    def layout_of(self, region: str) -> ImageLayout:
+        return self.layout
+
+    def metadata_words(self) -> list[int]:
+        """Offsets of the flag words recovery decides by (metadata faults flip them)."""
+        return [self.layout.flag_offset(name) for name in FLAG_NAMES]
+
+    def base_regions(self) -> list[str]:
+        return ["base"]
+
+    def table_after(self, words: np.ndarray, rec: Recovery):
+        """The table (and row accumulators) after the recovery's writes, without
+        touching the image ``words``."""
+        lay = self.layout
+        out = []
+        for name in ("data", "rowacc") if lay.adagrad else ("data",):
+            start, size = lay.offset(name), lay.regions()[name][1]
+            groups = [g for g in rec.writes if g.count and start <= g.offsets[0] < start + size]
+            dst, values = all_words(groups)
+            lo, hi = start // WORD, (start + size) // WORD
+            part = words[lo:hi].copy()
+            inside = (dst >= lo) & (dst < hi)
+            part[dst[inside] - lo] = values[inside]
+            out.append(part)
+        table = out[0].view(np.float32).reshape(lay.total_rows, lay.dim)
+        acc = out[1].view(np.float32)[::2] if lay.adagrad else None
+        return table, acc
 
     # ----- the records, flags and in-place rows every protocol writes ------------------
     def emb_record(self, slot: int, batch: int, rows, values, acc) -> list[Writes]:
@@ -321,10 +366,17 @@ class RedoProtocol(Protocol):
         rec = Recovery(0, np.zeros(0, np.float32), 0)
         self.read_flags(rec)
         flagged = self.flagged(image, "emb")
-        if not flagged:
+        return self.plan_from(image, rec, flagged, max(flagged) if flagged else None)
+
+    def plan_from(
+        self, image: PmemImage, rec: Recovery, flagged: dict[int, str], last: int | None
+    ) -> Recovery:
+        """Replay the log of batch ``last`` (None: nothing committed, the base MLPs)."""
+        if last is None:
             _, rec.mlp, rec.mlp_acc = self.base(image, rec)
             return rec
-        last = max(flagged)
+        if last not in flagged:
+            raise_corrupt(image, f"no flagged redo log of committed batch {last}")
         region = flagged[last]
         mlp_region = "mlp" + region[-1]
         mlp_batch, rec.mlp, rec.mlp_acc = image.mlp_record(mlp_region)
@@ -367,7 +419,13 @@ class UndoProtocol(Protocol):
         rec = Recovery(0, np.zeros(0, np.float32), 0)
         self.read_flags(rec)
         emb, mlp = self.flagged(image, "emb"), self.flagged(image, "mlp")
-        resume = self.resume_batch(emb, mlp)
+        return self.plan_from(image, rec, emb, mlp, self.resume_batch(emb, mlp))
+
+    def plan_from(
+        self, image: PmemImage, rec: Recovery, emb: dict[int, str], mlp: dict[int, str],
+        resume: int,
+    ) -> Recovery:  # fmt: skip
+        """Roll back every flagged embedding log from ``resume`` on, resume there."""
         logs = [(n, emb[n]) for n in sorted((n for n in emb if n >= resume), reverse=True)]
         rows = self.rollback(image, rec, logs)
         rec.mlp_batch, rec.mlp, rec.mlp_acc, extra = self.mlp_for(image, rec, mlp, resume)
@@ -417,7 +475,7 @@ class RelaxedUndoProtocol(UndoProtocol):
                 continue
             addr = op.requests.addr
             for slot in (0, 1):
-                start, size = lay.regions()[f"mlp{slot}"]
+                start, size = lay.offset(f"mlp{slot}"), lay.regions()[f"mlp{slot}"][1]
                 inside = (addr >= start + RECORD_HEADER) & (addr < start + size)
                 payload = bool(inside.any())
                 header = bool(((addr >= start) & (addr < start + RECORD_HEADER)).any())
