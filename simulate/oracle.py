@@ -35,7 +35,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from components.persistence.image import FLAG_NAMES, RECORD_HEADER, PmemImage, flag_batches
+from components.persistence.image import (
+    COMMIT_NAMES,
+    FLAG_NAMES,
+    RECORD_HEADER,
+    PmemImage,
+    flag_batches,
+)
 from components.persistence.protocols import BatchFacts, Recovery, pad_params
 
 EXACT, WITHIN_GAP, DETECTED, VIOLATION = "exact", "within_gap", "detected", "violation"
@@ -98,6 +104,9 @@ COMMITS = {  # op names whose end commits batch N, and the R they guarantee
     "redo": (("ckpt_log", "ckpt_persist"), 1),
     "undo": (("emb_log", "mlp_log"), 0),
     "relaxed": (("emb_log",), 0),
+    "cluster-redo": (("commit",), 1),  # across devices: the coordinator's commit op
+    "cluster-undo": (("commit",), 0),
+    "cluster-relaxed": (("commit",), 0),
 }
 
 
@@ -118,23 +127,31 @@ def guarantee_for(kind: str, stretch, floor: int = 0, snapshots=(), age: int = 0
     done = sorted((max(e.values()), n + plus) for n, e in ends.items() if len(e) >= need)
     ticks = np.array([t for t, _ in done], dtype=np.int64)
     batches = np.maximum.accumulate(np.array([b for _, b in done], dtype=np.int64))
-    if kind != "relaxed":
+    if not kind.endswith("relaxed"):
         return Guarantee(ticks, batches, floor, 0)
-    snaps = sorted((r.start, r.batch) for r in records if r.name == "mlp_snapshot")
-    flags = [stretch.layout.flag_offset(f"mlp{s}") for s in (0, 1)]
-    completes = sorted(
-        (r.start, r.batch)
-        for r in records
-        if r.name == "mlp_log_slice" and r.uid in stretch.requests
-        and np.isin(flags, stretch.requests[r.uid].addr).any()
-    )  # fmt: skip
+    taken: dict[int, int] = {}  # a cluster's devices snapshot their stripes together
+    for r in records:
+        if r.name == "mlp_snapshot":
+            taken[r.batch] = min(taken.get(r.batch, r.start), r.start)
+    snaps = sorted((start, batch) for batch, start in taken.items())
+    if kind == "cluster-relaxed":  # a copy completes when the cluster commits it
+        completes = sorted((r.start, r.batch) for r in records if r.name == "mlp_commit")
+        gap = int(stretch.board.shards[0].mlp_log_gap)
+    else:
+        flags = [stretch.layout.flag_offset(f"mlp{s}") for s in (0, 1)]
+        completes = sorted(
+            (r.start, r.batch)
+            for r in records
+            if r.name == "mlp_log_slice" and r.uid in stretch.requests
+            and np.isin(flags, stretch.requests[r.uid].addr).any()
+        )  # fmt: skip
+        gap = int(stretch.board.mlp_log_gap)
     last = max((r.batch for r in records), default=stretch.start)
     lengths = [
         (completes[k][1] if k < len(completes) else last) - batch + 1
         for k, (_, batch) in enumerate(snaps)
     ]
     longest = max(lengths, default=1)
-    gap = int(stretch.board.mlp_log_gap)
     held = frozenset({0, *snapshots, *(b for _, b in snaps)})
     return Guarantee(ticks, batches, floor, gap + 2 * longest + age, held, gap, longest)
 
@@ -156,16 +173,42 @@ def expected(kind: str, flags: np.ndarray, base_batch: int) -> Expected:
     return Expected(0, 0)
 
 
+def expected_across(kind: str, commits: np.ndarray, base_batch: int) -> Expected:
+    """A cluster's guarantee from the coordinator's commit words (``commits``: the batch
+    each of COMMIT_NAMES marks, negative when unset or failing its check): the commit
+    word is the newest batch every device holds (redo: resume after it); relaxed MLPs
+    are the newest copy every device's stripe holds, not newer than R, or the base."""
+    last = int(commits[COMMIT_NAMES.index("commit")])
+    if kind == "cluster-redo":
+        resume = last + 1 if last >= 0 else 0
+        return Expected(resume, resume)
+    resume = max(last, 0)
+    if kind == "cluster-undo":
+        return Expected(resume, resume)
+    copies = [int(commits[COMMIT_NAMES.index(f"mlpc{k}")]) for k in (0, 1)]
+    usable = [s for s in copies if 0 <= s <= resume]
+    return Expected(resume, max(usable + [base_batch]))
+
+
 def expected_for(
     kind: str, image: PmemImage, bounds: Guarantee | None = None, tick: int = 0
 ) -> Expected:
     """``expected`` read from the raw words of an image (not through a protocol), with
-    the absolute ``bounds`` of the stretch at the crash ``tick`` when given."""
+    the absolute ``bounds`` of the stretch at the crash ``tick`` when given. A cluster's
+    (``kind`` cluster-*) from its coordinator's commit words and base record."""
     lay = image.layout
-    flags = image.buf[lay.offset("flags") : lay.offset("flags") + 8 * len(FLAG_NAMES)]
-    start = lay.offset("base")
-    base_batch = int(image.buf[start : start + RECORD_HEADER][:8].view("<i8")[0])
-    want = expected(kind, flag_batches(flags.view("<u8")), base_batch)
+    if kind.startswith("cluster-"):
+        first = lay.devices[0]
+        at = first.commit_offset(COMMIT_NAMES[0])
+        words = image.buf[at : at + 8 * len(COMMIT_NAMES)].view("<u8")
+        start = first.offset("base")
+        base_batch = int(image.buf[start : start + RECORD_HEADER][:8].view("<i8")[0])
+        want = expected_across(kind, flag_batches(words), base_batch)
+    else:
+        flags = image.buf[lay.offset("flags") : lay.offset("flags") + 8 * len(FLAG_NAMES)]
+        start = lay.offset("base")
+        base_batch = int(image.buf[start : start + RECORD_HEADER][:8].view("<i8")[0])
+        want = expected(kind, flag_batches(flags.view("<u8")), base_batch)
     if bounds is None:
         return want
     return Expected(
