@@ -39,6 +39,11 @@ class CxlDBoard(NearMemoryBoard):
     to_gpu_resource = "cxl_mem.dcoh"
     to_mem_resource = "cxl_gpu.dcoh"
     indices_resource = None  # a posted MMIO write from the host; nothing else waits on it
+    log_gate: tuple[Op, ...] = ()
+    """Ops a batch's logs wait for before they overwrite slot N % 2, which holds batch
+    N-2's log: on one device nothing (its own batch N-1 orders them); a shard of a
+    cluster waits for the cluster's commit of batch N-1 (set by DisaggregatedBoard),
+    since until then batch N-2 may be the newest batch every device holds."""
 
     def __init__(self, **overrides) -> None:
         super().__init__(**overrides)
@@ -97,16 +102,15 @@ class CxlDBoard(NearMemoryBoard):
             yield self.mlp_log(slot, 0, nbytes, header=True)
             yield self.set_flag(f"emb{slot}")
 
-        return [
-            self.scheduler.op(
-                "ckpt_log",
-                "checkpoint",
-                n,
-                self.checkpoint_resource,
-                lambda now: log(),
-                deps=[ops.grads, ops.bottom_bwd],
-            )
-        ]
+        ops.extra["ckpt_log"] = self.scheduler.op(
+            "ckpt_log",
+            "checkpoint",
+            n,
+            self.checkpoint_resource,
+            lambda now: log(),
+            deps=[ops.grads, ops.bottom_bwd, *self.log_gate],
+        )
+        return [ops.extra["ckpt_log"]]
 
 
 class CxlBBoard(CxlDBoard):
@@ -152,7 +156,7 @@ class CxlBBoard(CxlDBoard):
 
     def embedding_log(self, ops: BatchOps, prev: BatchOps | None) -> Op:
         """Slot N % 2 is reused only once batch N-1's checkpoint (both logs) is complete."""
-        deps = [ops.lookup] + ([prev.update] if prev else [])
+        deps = [ops.lookup] + ([prev.update] if prev else []) + list(self.log_gate)
         if prev is not None and "mlp_log" in prev.extra:
             deps.append(prev.extra["mlp_log"])
         slot = ops.batch % 2
@@ -181,7 +185,7 @@ class CxlBBoard(CxlDBoard):
             yield self.mlp_log(slot, 0, nbytes, header=True)
             yield self.set_flag(f"mlp{slot}")
 
-        deps = [ops.lookup] + ([prev.bottom_bwd] if prev else [])
+        deps = [ops.lookup] + ([prev.bottom_bwd] if prev else []) + list(self.log_gate)
         op = self.scheduler.op(
             "mlp_log",
             "checkpoint",
@@ -258,6 +262,11 @@ class CxlBoard(CxlBBoard):
         self.gpu.check_fits(2 * spec.mlp_param_bytes, "the MLPs and their log snapshot")
 
     lookup_resource = CxlBBoard.embedding_resource  # relaxed: ahead of the update, no RAW
+    copy_gate: tuple[Op, ...] = ()
+    """Ops a new MLP log copy's snapshot (and so its slices, which overwrite the other
+    slot) waits for: on one device nothing; a shard of a cluster waits for the cluster's
+    commit of the previous copy (set by DisaggregatedBoard), which until then may be
+    the older copy in that slot."""
 
     def lookup_start(self, prev: BatchOps | None) -> Op | None:
         return None
@@ -364,7 +373,7 @@ class CxlBoard(CxlBBoard):
                 ops_batch,
                 self.gpu_resource,
                 lambda now: self.gpu.run([copy]),
-                deps=[prev.bottom_bwd] if prev else [],
+                deps=([prev.bottom_bwd] if prev else []) + list(self.copy_gate),
             )
         ]
 
@@ -403,7 +412,7 @@ class CxlBoard(CxlBBoard):
             yield self.mlp_log_writes(slot, state["total"], 0, header=True)
             yield self.set_flag(f"mlp{slot}")
 
-        self.scheduler.op(
+        ops.extra["mlp_slice"] = self.scheduler.op(
             "mlp_log_slice",
             "checkpoint",
             ops.batch,

@@ -25,9 +25,16 @@ GPUs add the devices' partial sums). With ``jobs`` > 1 several hosts' jobs, each
 of its own, share the CXL-MEMs (pooling): each job has its own shards (protocol state)
 in its own partition of every device, and all of them share the devices' units.
 
+One consistent checkpoint across devices: a batch is recoverable only once every
+device holds it, so CXL-MEM 0 (each job's shard 0) coordinates. Per batch, once every
+shard has logged it, a ``commit`` op gathers each device's acknowledgement over CXL.io
+and persists the batch's commit word on the coordinator's PMEM; a redo shard applies
+the batch only after it, and every shard overwrites log slot N % 2 only after the
+commit of batch N-1. Relaxed MLP log copies start on every shard together and are
+committed (``mlp_commit``) once the last stripe is logged (docs/topologies.md).
+
 Every flow crosses the links and switch ports of its route in the flow network, so the
-all-to-all, the all-reduce and the logs share them. A failure model across devices is
-the next issue's (docs/topologies.md): failure runs are refused on this board.
+all-to-all, the all-reduce, the logs and the acknowledgements share them.
 """
 
 from __future__ import annotations
@@ -35,12 +42,16 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from collections.abc import Iterator
+
+import numpy as np
 
 from components.boards.base import BatchOps, TrainingBoard, index_payload
-from components.boards.cxl import CxlDBoard
+from components.boards.cxl import CxlBoard, CxlDBoard
 from components.boards.sharding import SHARDINGS, build_sharding
 from components.compute.gpu import DeviceCopy, Gpu
 from components.interconnect.cxl import (
+    TLP_HEADER_BYTES,
     CxlLink,
     CxlPath,
     CxlSwitch,
@@ -50,13 +61,18 @@ from components.interconnect.cxl import (
 )
 from components.interconnect.nvlink import NvLink
 from components.interconnect.topology import Fabric, TopologySpec, host_name
-from components.memory.base import MAX_MODULES_PER_CONTROLLER
+from components.memory.base import MAX_MODULES_PER_CONTROLLER, stage
 from components.sim.flows import Flow
-from components.sim.params import ConfigError, Enum
-from components.sim.schedule import Op, Stage
+from components.sim.params import ConfigError, Enum, MemorySize
+from components.sim.schedule import Op, Stage, critical_path
 from components.sim.simobject import SimObject
 
 _SHARED = ("gpu", "host", "host_link", "cxl_switch", "cxl_gpu")  # the board's, not a shard's
+_DURABLE = ("ckpt_log", "emb_log", "mlp_log")
+"""A shard's ops that make a batch durable on its device, where its protocol has them
+(``BatchOps.extra``): CXL-D's redo log; CXL-B's embedding and MLP undo logs; CXL's
+embedding log (its MLP log copies commit on their own, ``mlp_commit``)."""
+_COMMITS = ("commit", "mlp_commit")
 _UNITS = (
     "embedding_resource",
     "lookup_resource",
@@ -67,6 +83,34 @@ _UNITS = (
 )
 
 
+def add_commit_stats(obj: SimObject) -> None:
+    """One job's cross-device commit stats, on the board (job 0) or its ``job{j}``."""
+    obj.commits = obj.scalar("commits", "batches committed across every device", "Count")
+    obj.mlpCommits = obj.scalar(
+        "mlpCommits", "MLP log copies committed across every device", "Count"
+    )
+    obj.commitTicks = obj.average(
+        "commitTicks", "a commit op from ready (every device logged) to its word persisted", "Tick"
+    )
+    obj.commitAckBytes = obj.scalar(
+        "commitAckBytes", "acknowledgement bytes (TLPs) the devices sent the coordinator", "Byte"
+    )
+    obj.commitSwitchedBytes = obj.scalar(
+        "commitSwitchedBytes",
+        "acknowledgement bytes switched (once per switch crossed, as bytesForwarded)",
+        "Byte",
+    )
+    obj.commitCriticalTicks = obj.average(
+        "commitCriticalTicks", "commit ops' ticks on a batch's critical path", "Tick"
+    )
+    obj.commitShare = obj.formula(
+        "commitShare",
+        "commit ops' share of the batch time (critical path)",
+        "Ratio",
+        lambda: obj.commitCriticalTicks.total / max(obj.batchTicks.total, 1),
+    )
+
+
 class PoolJob(SimObject):
     """One more host's training job on a pooled system (``board.job{j}``): its own GPUs
     and its partition of every CXL-MEM; job 0's stats are the board's own."""
@@ -75,12 +119,15 @@ class PoolJob(SimObject):
         super().__init__()
         self.batchTicks = self.average("batchTicks", "mean time per batch", "Tick")
         self.batches = self.scalar("batches", "batches completed", "Count")
+        add_commit_stats(self)
 
 
 @dataclasses.dataclass(eq=False)
 class Job:
     """What one training job owns: its host, its GPUs (global indices), its shards (one
-    per CXL-MEM, each with the job's protocol state), its batches issued so far."""
+    per CXL-MEM, each with the job's protocol state), its batches issued so far, its
+    batch ends (for the commit's critical-path share) and, relaxed, the MLP log copy in
+    flight: each shard's latest slice of it and the commit of the last one logged."""
 
     index: int
     host: str
@@ -88,6 +135,9 @@ class Job:
     shards: list
     stats: SimObject
     history: list = dataclasses.field(default_factory=list)
+    ends: list[Op] = dataclasses.field(default_factory=list)
+    copy_slices: dict[int, Op] = dataclasses.field(default_factory=dict)
+    copy_commit: tuple[int, Op] | None = None
 
 
 class DisaggregatedBoard(TrainingBoard):
@@ -111,6 +161,14 @@ class DisaggregatedBoard(TrainingBoard):
         "DLRM model-parallel embeddings (table-wise); row-wise as in TorchRec's sharders",
         choices=SHARDINGS,
     )
+    commit_ack_bytes = MemorySize(
+        "8B",
+        "payload of the acknowledgement each CXL-MEM sends the coordinator (CXL-MEM 0) over "
+        "CXL.io once it holds a batch (or an MLP log copy): the batch number, one word",
+        "assumption: one 8 B word as the flags; a posted MWr TLP (16 B 4DW header + 8 B) "
+        "fits one 68B flit (CXL 2.0 spec §4.2; PCIe base spec §2.2)",
+        low="1B",
+    )
 
     def __init__(
         self, shard_board: type[CxlDBoard], topology: TopologySpec, jobs: int = 1, **overrides
@@ -123,6 +181,7 @@ class DisaggregatedBoard(TrainingBoard):
             )
         object.__setattr__(self, "system", shard_board.system)
         object.__setattr__(self, "topology", topology)
+        add_commit_stats(self)
         del self._children["gpu"]
         object.__delattr__(self, "gpu")
         links = {}
@@ -224,7 +283,7 @@ class DisaggregatedBoard(TrainingBoard):
         count = spec.mlp_param_count
         used = [0] * mems
         for job in self.jobs:
-            job.history = []
+            job.history, job.ends, job.copy_slices, job.copy_commit = [], [], {}, None
             for m, shard in enumerate(job.shards):
                 rows = placement.shard_rows(m)
                 part = dataclasses.replace(
@@ -232,7 +291,7 @@ class DisaggregatedBoard(TrainingBoard):
                 )
                 stripe = count // mems + (m < count % mems)
                 shard.connect(engine, scheduler, part, batch_size, mlp_count=max(stripe, 1))
-                layout = dataclasses.replace(shard.layout, base=used[m])
+                layout = dataclasses.replace(shard.layout, base=used[m], commit=m == 0)
                 object.__setattr__(shard, "layout", layout)
                 used[m] += layout.size
         for m, shard in enumerate(self.shards):  # every partition, side by side
@@ -248,6 +307,15 @@ class DisaggregatedBoard(TrainingBoard):
         for g in range(len(self.gpus)):
             scheduler.resource(f"gpu{g}")
             scheduler.resource(f"cxl_gpu{g}.dcoh")
+        scheduler.resource(self.commit_resource)
+
+    @property
+    def commit_resource(self) -> str:
+        """The coordinator's commit logic (CXL-MEM 0's checkpointing logic): it counts
+        one commit's acknowledgements and writes its word, one commit at a time (every
+        job's, as the other units of the device), apart from the log DMA channels,
+        which would hold a commit behind milliseconds of the next batch's log."""
+        return "cxl_mem0.commit"
 
     def table_memory(self):
         raise ConfigError("a disaggregated board has no single table memory")
@@ -292,12 +360,16 @@ class DisaggregatedBoard(TrainingBoard):
         before = [shard._history[-1] if shard._history else None for shard in shards]
         gate = [op for m, sh in enumerate(shards) for op in sh.next_batch_gate(before[m])]
         gate = list(dict.fromkeys(gate))
+        copy_gate = self._copy_gate(own)
+        for shard in shards:
+            object.__setattr__(shard, "log_gate", (prev.extra["commit"],) if prev else ())
+            object.__setattr__(shard, "copy_gate", copy_gate or ())
 
         bottoms = []
         for g in range(count):
             deps = list(gate) + ([prev.extra["mlp_updates"][g]] if prev else [])
             for m, shard in enumerate(shards):
-                if m % count == g:
+                if m % count == g and copy_gate is not None:
                     deps += shard.bottom_deps(n, parts[m], before[m])
             bottoms.append(
                 self._gpu_op("bottom_fwd", "bottom_mlp", n, gpus[g], kernels[g]["bottom_fwd"], deps)
@@ -354,18 +426,26 @@ class DisaggregatedBoard(TrainingBoard):
             )
             shard_ops.append(ops)
             mlp_deps += shard.mlp_update_deps(ops, before[m])
+        self._watch_copy(own, n, shard_ops)
         updates_mlp = self._mlp_update(n, gpus, kernels, tops, mlp_deps, demand.mlp_param_bytes)
-        closing = list(updates_mlp)
+        update_deps = []
+        for m, shard in enumerate(shards):
+            shard_ops[m].bottom_bwd = updates_mlp[m % count]
+            update_deps.append(shard.update_deps(shard_ops[m], before[m]))
+        durable = [ops.extra[name] for ops in shard_ops for name in _DURABLE if name in ops.extra]
+        commit = self._commit(own, "commit", n, "commit", durable)
+        closing = [*updates_mlp, commit]
         for m, shard in enumerate(shards):
             ops = shard_ops[m]
-            ops.bottom_bwd = updates_mlp[m % count]
+            redo = [commit] if "ckpt_log" in ops.extra else []  # log, commit, then apply
             ops.update = s.op(
                 "update", "embedding", n, shard.embedding_resource,
                 lambda now, shard=shard, part=parts[m]: shard.update(part),
-                deps=[arrived, *shard.update_deps(ops, before[m])],
+                deps=[arrived, *update_deps[m], *redo],
             )  # fmt: skip
             closing += [ops.update, *shard.checkpoint(ops, before[m])]
         end = s.op("batch_end", "idle", n, None, lambda now: 0, deps=closing)
+        own.ends.append(end.record.uid)
         for shard, ops in zip(shards, shard_ops, strict=True):
             ops.end = end
             shard._history.append(ops)
@@ -375,9 +455,104 @@ class DisaggregatedBoard(TrainingBoard):
             "lookups_joined", "idle", n, None, lambda now: 0, deps=lookups
         )  # fmt: skip
         ops = BatchOps(n, demand, joined, bottoms + to_gpus, tops[0], updates_mlp[0], None, end)
-        ops.extra.update(demands=parts, mlp_updates=updates_mlp)
+        ops.extra.update(demands=parts, mlp_updates=updates_mlp, commit=commit)
         own.history = own.history[-2:] + [ops]
         return ops
+
+    # ----- one consistent checkpoint across devices ------------------------------------------
+    def _commit(self, own: Job, name: str, n: int, word: str, deps: list[Op]) -> Op:
+        """The coordinator's commit (``commit`` of batch n, or ``mlp_commit`` of an MLP log
+        copy), once ``deps`` (what makes it durable on every device) have ended: every
+        other device's acknowledgement, then the 8 B word ``word`` persisted on the
+        coordinator's PMEM (a flag's write: it must reach the persistence domain)."""
+        coordinator, stats = own.shards[0], own.stats
+
+        def body() -> Iterator[Stage]:
+            if name == "commit":
+                stats.commits += 1
+            else:
+                stats.mlpCommits += 1
+            yield self._acks(own)
+            offset = np.array([coordinator.layout.commit_offset(word)], dtype=np.int64)
+            yield stage(coordinator.pmem.write(offset, 8))
+
+        prefix = self.scheduler.prefix  # an mlp_commit is made at run time, not at issue
+        self.scheduler.prefix = f"job{own.index}." if own.index else ""
+        try:
+            return self.scheduler.op(
+                name, "checkpoint", n, self.commit_resource, lambda now: body(), deps=deps,
+                background=True,
+            )  # fmt: skip
+        finally:
+            self.scheduler.prefix = prefix
+
+    def _acks(self, own: Job) -> Stage:
+        """Every CXL-MEM but the coordinator posts it an acknowledgement over CXL.io
+        through the fabric, all at once (their flows share the links they cross); the
+        coordinator's own is local: no traffic."""
+        paths = [self.fabric.path(f"mem{m}", "mem0") for m in range(1, len(own.shards))]
+        tlp = TLP_HEADER_BYTES + self.commit_ack_bytes
+        own.stats.commitAckBytes += tlp * len(paths)
+        own.stats.commitSwitchedBytes += tlp * sum(len(path.switches) for path in paths)
+        return merged(mmio_write(path, self.commit_ack_bytes) for path in paths)
+
+    def _copy_gate(self, own: Job) -> tuple[Op, ...] | None:
+        """Relaxed MLP log copies start on every shard in the same batch: None (no shard
+        may start one) while any shard's copy is in flight or the last copy's
+        ``mlp_commit`` has not ended; else what the new copy waits for (that commit).
+        The shards' own rule (``mlp_log_gap``) is the same on every shard. Protocols
+        without copies: ()."""
+        if not isinstance(own.shards[0], CxlBoard):
+            return ()
+        copies = [shard._copy for shard in own.shards]
+        if any(copy["moved"] < copy["total"] for copy in copies):
+            return None
+        if copies[0]["id"] == 0:
+            return ()  # no copy yet
+        if own.copy_commit is None or own.copy_commit[0] != copies[0]["id"]:
+            return None
+        committed = own.copy_commit[1]
+        return (committed,) if committed.record.end >= 0 else None
+
+    def _watch_copy(self, own: Job, n: int, shard_ops: list[BatchOps]) -> None:
+        """Relaxed: once batch n's MLP-log slices have ended, commit the copy if they
+        completed it on the last shard (``mlp_commit``, after each shard's latest slice)."""
+        slices = {m: ops.extra["mlp_slice"] for m, ops in enumerate(shard_ops)
+                  if "mlp_slice" in ops.extra}  # fmt: skip
+        if not slices:
+            return
+        own.copy_slices.update(slices)
+        latest = list(own.copy_slices.values())
+
+        def watch() -> Iterator:
+            yield self.engine.all_of([op.done for op in latest])
+            copies = [shard._copy for shard in own.shards]
+            copy = copies[0]["id"]
+            logged = all(state["moved"] >= state["total"] for state in copies)
+            if logged and (own.copy_commit is None or own.copy_commit[0] != copy):
+                word = f"mlpc{copies[0]['slot']}"
+                own.copy_commit = (copy, self._commit(own, "mlp_commit", n, word, latest))
+
+        self.engine.process(watch())
+
+    def absorb(self, scheduler) -> None:
+        """Also each job's commit latencies, and the commit ops' ticks on each batch's
+        critical path (the walk of simulate/job.py, commits told apart from the logs)."""
+        super().absorb(scheduler)
+        records = [
+            dataclasses.replace(r, category="commit") if _op_name(r) in _COMMITS else r
+            for r in scheduler.records
+        ]
+        for job in self.jobs:
+            prefix = f"job{job.index}." if job.index else ""
+            for record in scheduler.records:
+                if record.end >= 0 and record.name in (prefix + name for name in _COMMITS):
+                    job.stats.commitTicks.sample(record.end - record.ready)
+            start = 0
+            for uid in job.ends:
+                path = critical_path(records, uid, start)
+                job.stats.commitCriticalTicks.sample(path.get("commit", 0))
+                start = records[uid].end
 
     def _gpu_op(self, name, category, n, g, kernels, deps) -> Op:
         gpu = self.gpus[g]
@@ -464,6 +639,11 @@ class DisaggregatedBoard(TrainingBoard):
         stage = merged(stages)
         stage.latency = 2 * (count - 1) * first
         return stage
+
+
+def _op_name(record) -> str:
+    """An op's name without a pooled job's ``job{j}.`` prefix."""
+    return record.name.rpartition(".")[2]
 
 
 @functools.cache
