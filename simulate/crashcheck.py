@@ -26,6 +26,7 @@ import sys
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
+from itertools import chain
 
 import numpy as np
 from tqdm import tqdm
@@ -55,7 +56,7 @@ from simulate.recording import (
     protocol_for,
     run_stretch,
 )
-from simulate.schedules import reordered_schedules
+from simulate.schedules import delayed_commits, reordered_schedules
 from workloads.training import DEFAULT_LR
 
 
@@ -435,14 +436,20 @@ def crashcheck(
     started = time.perf_counter()
     if settings.schedules:  # first: each variant walks a copy of the pristine image
         quiet = CheckSettings(interrupted=0, media=0, metadata=0, resumed=0, schedules=False)
-        for variant in reordered_schedules(journal, stretch.records):
+        records = stretch.records
+        variants = chain(reordered_schedules(journal, records), delayed_commits(journal, records))
+        for variant in variants:
             if variant is None:
                 report.schedules_skipped += 1
                 continue
             report.schedules += 1
             walk = replace(settings.explore, window=variant.window, prefix=settings.schedule_prefix)
             other = CrashExplorer(variant.journal, base.words, walk)
-            _walk(Checker(other, protocol, reference, report, quiet, bounds, "schedule"))
+            held = bounds
+            if variant.ends is not None:  # a delayed commit: its bound moves with it
+                moved = {variant.first.uid: variant.ends}
+                held = guarantee_for(protocol.system_kind, stretch, moved=moved)
+            _walk(Checker(other, protocol, reference, report, quiet, held, "schedule"))
             del other
     explorer = CrashExplorer(journal, base.words, settings.explore, copy=False)
     estimate = _estimate(journal, settings.explore)

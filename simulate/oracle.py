@@ -31,7 +31,7 @@ else ``violation``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -110,11 +110,25 @@ COMMITS = {  # op names whose end commits batch N, and the R they guarantee
 }
 
 
-def guarantee_for(kind: str, stretch, floor: int = 0, snapshots=(), age: int = 0) -> Guarantee:
+def guarantee_for(
+    kind: str, stretch, floor: int = 0, snapshots=(), age: int = 0, moved: dict | None = None
+) -> Guarantee:
     """The absolute bounds of a recorded stretch (simulate/recording.Stretch). A resumed
     stretch passes its recovery's resume batch (``floor``), the snapshots its base may
-    hold and the MLP age it resumed with (``age``)."""
+    hold and the MLP age it resumed with (``age``); a variant schedule the ops it made
+    end later (``moved``: uid -> end tick)."""
     records = stretch.records
+    if moved:  # an op now ending later belongs to the newest batch issued by then
+        issued = sorted((r.start, r.batch) for r in records if r.start >= 0)
+        starts = np.array([t for t, _ in issued], dtype=np.int64)
+        newest = np.maximum.accumulate(np.array([b for _, b in issued], dtype=np.int64))
+
+        def later(r):
+            end = moved[r.uid]
+            at = int(np.searchsorted(starts, end, side="right")) - 1
+            return replace(r, start=end, end=end, batch=max(r.batch, int(newest[at])))
+
+        records = [later(r) if r.uid in moved else r for r in records]
     if kind not in COMMITS:
         z = np.zeros(0, dtype=np.int64)
         return Guarantee(z, z, 0, 0 if kind == "none" else None)

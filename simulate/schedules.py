@@ -25,12 +25,14 @@ from components.sim.schedule import OpRecord
 
 @dataclass(frozen=True)
 class Reordered:
-    """One variant schedule: ``first`` now completes before ``second`` commits."""
+    """One variant schedule: ``first`` now completes before ``second`` commits (a
+    delayed commit: ``first`` is ``second``, now ending at ``ends``)."""
 
     journal: Journal
     window: tuple[int, int]
     first: OpRecord
     second: OpRecord
+    ends: int | None = None
 
 
 def ancestors(records: list[OpRecord]) -> dict[int, set[int]]:
@@ -86,6 +88,39 @@ def reordered_schedules(journal: Journal, records: list[OpRecord]) -> Iterator[R
         last = xe[journal.epoch[xe] == journal.epoch[xe].max()]
         window = (int(times["lo"][last].min()), int(journal.hi[ys].max()))
         yield Reordered(variant, window, x, y)
+
+
+def delayed_commits(
+    journal: Journal, records: list[OpRecord], names: tuple[str, ...] = ("commit", "mlp_commit")
+) -> Iterator[Reordered | None]:
+    """For every cross-device commit op, the variant in which its word persists as late
+    as the ops that wait for it allow (just before the first of them starts): every
+    device's writes it does not order (the devices' updates, their next logs' records)
+    then race it. Nothing but the commit orders persists across devices, so a recovery
+    that trusts a device's own flags where only the commit may be trusted is caught
+    here even when the recorded timing always committed first."""
+    starts: dict[int, int] = {}
+    for r in records:
+        for d in r.deps:
+            starts[d] = min(starts.get(d, r.start), r.start)
+    for x in records:
+        if x.name not in names:
+            continue
+        xs = journal.op == x.uid
+        if not xs.any():
+            continue
+        latest = starts.get(x.uid, journal.end + 1) - 1
+        delay = latest - int(journal.hi[xs].max())
+        if delay <= 0:
+            yield None
+            continue
+        times = {}
+        for name in ("lo", "p", "hi"):
+            col = getattr(journal, name).copy()
+            col[xs] += delay
+            times[name] = col
+        variant = replace(journal, **times, epoch=_fence_order(journal.epoch, times["hi"]))
+        yield Reordered(variant, (x.start, latest), x, x, latest)
 
 
 def _fence_order(epoch: np.ndarray, hi: np.ndarray) -> np.ndarray:
