@@ -36,8 +36,9 @@ from simulate.crashcheck import CheckSettings, crashcheck  # noqa: E402
 from simulate.job import validate  # noqa: E402
 from simulate.options import (  # noqa: E402
     add_run_options,
+    multi_device,
     options_from_args,
-    refuse_multi_device,
+    refuse_pooled_failures,
 )
 from simulate.preflight import check_crashcheck  # noqa: E402
 
@@ -151,7 +152,9 @@ def main(argv: list[str]) -> int:
     def body() -> int:
         args = parser.parse_args(argv)
         options = options_from_args(args)
-        refuse_multi_device(options, PROG)
+        refuse_pooled_failures(options.pool_jobs, True, PROG)
+        if multi_device(options) and args.optimizer != "sgd":
+            raise UsageError("--optimizer adagrad: multi-device clusters log SGD state only")
         settings = settings_from_args(args, options.seed)
         check_software(parser, args, options)
         validate(options, writes_outdir=False)
@@ -182,6 +185,9 @@ def main(argv: list[str]) -> int:
             f"min {coverage['min']:.3f}), {dict(report.verdicts)}",
             file=sys.stderr,
         )
+        if report.cross_device:
+            kinds = ", ".join(f"{n} {k}" for k, n in sorted(report.cross_device.items()))
+            print(f"{options.system}: cross-device states: {kinds}", file=sys.stderr)
         if report.unmatched_bytes or report.unhonoured_fences:
             print(
                 f"{options.system}: {report.unmatched_bytes} B of functional writes no device "

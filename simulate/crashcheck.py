@@ -106,6 +106,7 @@ class CrashReport:
     pieces: int = 0
     unmatched_bytes: int = 0
     unhonoured_fences: list = field(default_factory=list)
+    cross_device: Counter = field(default_factory=Counter)
 
     @property
     def states_per_second(self) -> float:
@@ -138,6 +139,11 @@ class CrashReport:
             "schedules": self.schedules,
             "schedules_skipped": self.schedules_skipped,
             "guarantee": self.guarantee,
+            **(
+                {"cross_device": dict(sorted(self.cross_device.items()))}
+                if self.cross_device
+                else {}
+            ),
             "violations": len(self.violations),
         }
 
@@ -286,6 +292,8 @@ class Checker:
         report.states += count
         report.modes[kind] += count
         report.verdicts[outcome[0]] += count
+        for label in self.protocol.cross_device(self.explorer.words):
+            report.cross_device[label] += count
         if outcome[0] == VIOLATION:
             report.violations.append(self.describe(state, kind, outcome[1]))
 

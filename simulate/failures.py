@@ -27,9 +27,18 @@ from typing import Any
 
 import numpy as np
 
+from components.boards.disaggregated import merged
 from components.energy import EnergyReport
+from components.interconnect.cxl import mmio_write
 from components.memory.base import stage
-from components.persistence.image import CorruptImage, PmemImage, identity_mismatch
+from components.persistence.cluster import ClusterLayout
+from components.persistence.image import (
+    COMMIT_NAMES,
+    WORD,
+    CorruptImage,
+    PmemImage,
+    identity_mismatch,
+)
 from components.persistence.journal import Journal, JournalBuilder, Requests
 from components.persistence.protocols import PROTOCOLS, Protocol, Recovery
 from components.sim.engine import Engine
@@ -47,6 +56,7 @@ from simulate.recording import (
     identity,
     initial_image,
     persist_domain,
+    protocol_for,
     run_stretch,
 )
 from workloads.training import DEFAULT_LR
@@ -92,6 +102,8 @@ def time_recovery(options: RunOptions, rec: Recovery, protocol: Protocol) -> Rec
     engine = Engine()
     scheduler = Scheduler(engine)
     board = connected_board(options, spec, batch_size, engine, scheduler)
+    if isinstance(protocol.layout, ClusterLayout):
+        return time_cluster_recovery(board, engine, scheduler, rec, protocol)
     device = board.table_memory()
     log = WriteLog(device)
 
@@ -116,6 +128,55 @@ def time_recovery(options: RunOptions, rec: Recovery, protocol: Protocol) -> Rec
     )
     engine.run()
     builder = JournalBuilder(protocol.layout, ordered=persist_domain(board) != "adr")
+    requests = log.requests()
+    builder.add_op(op.record.uid, 0, rec.epochs, requests.get(op.record.uid, Requests.empty()))
+    ticks = max(engine.now, 1)
+    return RecoveryRun(ticks, EnergyReport.build(board, ticks).total, builder.freeze())
+
+
+def time_cluster_recovery(board, engine, scheduler, rec: Recovery, protocol) -> RecoveryRun:
+    """A cluster's recovery: the coordinator reads its commit words and tells every
+    other CXL-MEM over CXL.io what to recover to; then every device reads its own logs
+    and writes its epochs on its own PMEM, all devices at once (an epoch's fence waits
+    for every device); then each device's MLP stripe goes to every GPU."""
+    layout, shards = protocol.layout, board.shards
+    bases = np.array([device.base for device in layout.devices], dtype=np.int64)
+    log = WriteLog.of(board, layout)
+
+    def on_device(offsets: np.ndarray, size: int, write: bool):
+        m = int(np.searchsorted(bases, int(offsets[0]), side="right")) - 1
+        pmem = shards[m].pmem
+        return (pmem.write if write else pmem.read)(*_requests(offsets - bases[m], size))
+
+    def body(now: int):
+        words = np.array([layout.commit_offset(COMMIT_NAMES[0])], dtype=np.int64)
+        yield stage(shards[0].pmem.read(words, WORD * len(COMMIT_NAMES)))
+        told = [
+            mmio_write(board.fabric.path("mem0", f"mem{m}"), board.commit_ack_bytes)
+            for m in range(1, len(shards))
+        ]
+        if told:
+            yield merged(told)
+        reads = [on_device(o, s, False) for o, s in rec.reads if len(o) and s]
+        if reads:
+            yield stage(*reads)
+        for epoch in rec.epochs:
+            writes = [on_device(g.offsets, g.size, True) for g in epoch if g.count]
+            if writes:
+                yield stage(*writes)
+
+    op = scheduler.op("recovery", "recovery", -1, None, body)
+
+    def stripes_to_gpus(now: int):
+        return merged(
+            shard.cxl_mem.dcoh.flush(board.fabric.path(f"mem{m}", f"gpu{g}"), 4 * count)
+            for m, (shard, count) in enumerate(zip(shards, layout.stripes, strict=True))
+            for g in board.jobs[0].gpus
+        )
+
+    scheduler.op("recovery_mlp_to_gpu", "transfer", -1, None, stripes_to_gpus, deps=[op])
+    engine.run()
+    builder = JournalBuilder(layout, ordered=persist_domain(board) != "adr")
     requests = log.requests()
     builder.add_op(op.record.uid, 0, rec.epochs, requests.get(op.record.uid, Requests.empty()))
     ticks = max(engine.now, 1)
@@ -248,13 +309,13 @@ def inject(
     """The failure entries and the last stretch (whose model is the final one)."""
     reference_run = recorded or run_stretch(options, lr=lr, optimizer=optimizer)
     start = reference_run.initial_state()
-    image = initial_image(options, options.pmem_image, optimizer, lr, start)
+    image = initial_image(options, options.pmem_image, optimizer, lr, start, reference_run.layout)
     history = reference_from(start)
     history.extend(reference_run.facts)
     pending = failure_ticks(options, reference_run.end_tick)
     stretch, offset, results = reference_run, 0, []
     while True:
-        protocol = PROTOCOLS[options.system](image.layout)
+        protocol = protocol_for(options.system, image.layout)
         journal = build_journal(protocol, stretch)
         if not pending or pending[0] >= offset + stretch.end_tick:
             journal.image_at(image.words, np.iinfo(np.int64).max)

@@ -490,12 +490,13 @@ def multi_device(options: RunOptions) -> bool:
     return (options.gpus, options.cxl_mems, options.topology, options.pool_jobs) != (1, 1, None, 1)
 
 
-def refuse_multi_device(options: RunOptions, tool: str) -> None:
-    """Tools that model one device's protocol (crash exploration) say so."""
-    if multi_device(options):
+def refuse_pooled_failures(pool_jobs: int, failures: object, what: str = "--fail-at") -> None:
+    """One consistent checkpoint is kept per cluster of one job; a pool's jobs would each
+    need their own recovery of shared devices (not modelled): refused in one line."""
+    if pool_jobs > 1 and failures:
         raise UsageError(
-            f"{tool} covers one GPU and one CXL-MEM so far: drop --gpus, --cxl-mems, "
-            "--topology and --pool-jobs (docs/topologies.md)"
+            f"{what} with --pool-jobs {pool_jobs}: failures are modelled for one job's "
+            "cluster (its commit across devices), not for several jobs sharing them"
         )
 
 
@@ -534,18 +535,17 @@ def _check_topology(args: argparse.Namespace) -> tuple[int, int]:
             f"--system {args.system}: several devices are modelled for "
             f"{', '.join(MULTI_DEVICE_SYSTEMS)} (the CXL systems)"
         )
-    failures = {
-        "--fail-at": args.fail_at,
-        "--fail-random": args.fail_random,
-        "--pmem-image": args.pmem_image,
-        f"--checkpoint {args.checkpoint}": args.checkpoint != "paper",
-    }
-    flag = first_given(failures)
-    if flag is not None:
+    if args.pmem_image is not None:
         raise UsageError(
-            f"{flag} needs one consistent checkpoint across devices, which multi-device "
-            "systems do not have yet (docs/topologies.md); run one GPU and one CXL-MEM"
+            "--pmem-image holds one CXL-MEM's image; a multi-device cluster keeps its "
+            "devices' images in memory (docs/failures.md): drop it"
         )
+    if args.checkpoint != "paper":
+        raise UsageError(
+            f"--checkpoint {args.checkpoint} is a host system's software policy; the "
+            "multi-device CXL systems checkpoint with the paper's protocols"
+        )
+    refuse_pooled_failures(args.pool_jobs, args.fail_at or args.fail_random)
     if args.sample_plan is not None:
         raise UsageError(
             "--sample carries one device's state between units; multi-device runs simulate "

@@ -276,6 +276,27 @@ class ClusterProtocol(Protocol):
     def base_regions(self) -> list[str]:
         return [f"d{m}.base" for m in self.devices()]
 
+    def cross_device(self, words: np.ndarray) -> tuple[str, ...]:
+        """The crash state's cross-device kinds, from the raw flag and commit words:
+        ``flags_disagree`` (the devices' newest embedding-log flags name different
+        batches), ``ahead_of_commit`` (a device flagged a batch newer than the commit
+        word), ``mlp_copies_disagree`` (relaxed: the newest flagged MLP copies differ)."""
+        lay = self.layout
+        at = np.array([dev.flags_word() for dev in lay.devices], dtype=np.int64)
+        flags = flag_batches(words[at[:, None] + np.arange(len(FLAG_NAMES))].reshape(-1))
+        flags = flags.reshape(len(lay.devices), len(FLAG_NAMES))
+        emb, mlp = flags[:, :2].max(axis=1), flags[:, 2:].max(axis=1)
+        at = lay.commit_offset("commit") // WORD
+        commit = int(flag_batches(words[at : at + 1])[0])
+        out = []
+        if emb.min() != emb.max():
+            out.append("flags_disagree")
+        if emb.max() > commit:
+            out.append("ahead_of_commit")
+        if self.system_kind.endswith("relaxed") and mlp.min() != mlp.max():
+            out.append("mlp_copies_disagree")
+        return tuple(out)
+
     def table_after(self, words: np.ndarray, rec: Recovery):
         """The global table after the recovery's writes, the image left untouched."""
         lay = self.layout

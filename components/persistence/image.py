@@ -153,6 +153,10 @@ class ImageLayout:
     def flag_offset(self, name: str) -> int:
         return self.offset("flags") + 8 * FLAG_NAMES.index(name)
 
+    def flags_word(self) -> int:
+        """The index of the first flag word in the image's 8 B words."""
+        return self.offset("flags") // WORD
+
     def commit_offset(self, name: str) -> int:
         """A cross-device commit word (COMMIT_NAMES) on the coordinator."""
         return self.offset("flags") + 8 * (len(FLAG_NAMES) + COMMIT_NAMES.index(name))

@@ -175,6 +175,10 @@ class Protocol:
     def base_regions(self) -> list[str]:
         return ["base"]
 
+    def cross_device(self, words: np.ndarray) -> tuple[str, ...]:
+        """What a crash state holds that only several devices can (none on one)."""
+        return ()
+
     def table_after(self, words: np.ndarray, rec: Recovery):
         """The table (and row accumulators) after the recovery's writes, without
         touching the image ``words``."""
