@@ -21,7 +21,7 @@ together with an existing image is an error: that run recovers, it does not re-r
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +85,8 @@ class RecoveryRun:
     ticks: int
     energy: float
     journal: Journal
+    phases: dict[str, int] = field(default_factory=dict)
+    """Ticks each op of the recovery took (its phases, by op name)."""
 
 
 def _requests(offsets: np.ndarray, size: int) -> tuple[np.ndarray, int]:
@@ -135,10 +137,10 @@ def time_recovery(options: RunOptions, rec: Recovery, protocol: Protocol) -> Rec
 
 
 def time_cluster_recovery(board, engine, scheduler, rec: Recovery, protocol) -> RecoveryRun:
-    """A cluster's recovery: the coordinator reads its commit words and tells every
-    other CXL-MEM over CXL.io what to recover to; then every device reads its own logs
-    and writes its epochs on its own PMEM, all devices at once (an epoch's fence waits
-    for every device); then each device's MLP stripe goes to every GPU."""
+    """A cluster's recovery, one op a phase: the coordinator reads its commit words and
+    tells every other CXL-MEM over CXL.io what to recover to; every device reads its
+    own logs, then writes each epoch, on its own PMEM, all devices at once (an epoch's
+    fence waits for every device); then each device's MLP stripe goes to every GPU."""
     layout, shards = protocol.layout, board.shards
     bases = np.array([device.base for device in layout.devices], dtype=np.int64)
     log = WriteLog.of(board, layout)
@@ -148,7 +150,7 @@ def time_cluster_recovery(board, engine, scheduler, rec: Recovery, protocol) -> 
         pmem = shards[m].pmem
         return (pmem.write if write else pmem.read)(*_requests(offsets - bases[m], size))
 
-    def body(now: int):
+    def notices(now: int):
         words = np.array([layout.commit_offset(COMMIT_NAMES[0])], dtype=np.int64)
         yield stage(shards[0].pmem.read(words, WORD * len(COMMIT_NAMES)))
         told = [
@@ -157,15 +159,24 @@ def time_cluster_recovery(board, engine, scheduler, rec: Recovery, protocol) -> 
         ]
         if told:
             yield merged(told)
-        reads = [on_device(o, s, False) for o, s in rec.reads if len(o) and s]
-        if reads:
-            yield stage(*reads)
-        for epoch in rec.epochs:
-            writes = [on_device(g.offsets, g.size, True) for g in epoch if g.count]
-            if writes:
-                yield stage(*writes)
 
-    op = scheduler.op("recovery", "recovery", -1, None, body)
+    op = scheduler.op("recovery_commit", "recovery", -1, None, notices)
+    reads = [(o, s) for o, s in rec.reads if len(o) and s]
+    op = scheduler.op(
+        "recovery_read", "recovery", -1, None,
+        lambda now: stage(*[on_device(o, s, False) for o, s in reads]) if reads else 0,
+        deps=[op],
+    )  # fmt: skip
+    epochs = []
+    for k, epoch in enumerate(rec.epochs):
+        groups = [g for g in epoch if g.count]
+        op = scheduler.op(
+            f"recovery_epoch{k}", "recovery", -1, None,
+            lambda now, gs=groups: stage(*[on_device(g.offsets, g.size, True) for g in gs])
+            if gs else 0,
+            deps=[op],
+        )  # fmt: skip
+        epochs.append(op)
 
     def stripes_to_gpus(now: int):
         return merged(
@@ -178,9 +189,12 @@ def time_cluster_recovery(board, engine, scheduler, rec: Recovery, protocol) -> 
     engine.run()
     builder = JournalBuilder(layout, ordered=persist_domain(board) != "adr")
     requests = log.requests()
-    builder.add_op(op.record.uid, 0, rec.epochs, requests.get(op.record.uid, Requests.empty()))
+    for epoch, op in zip(rec.epochs, epochs, strict=True):
+        uid = op.record.uid
+        builder.add_op(uid, op.record.start, [epoch], requests.get(uid, Requests.empty()))
     ticks = max(engine.now, 1)
-    return RecoveryRun(ticks, EnergyReport.build(board, ticks).total, builder.freeze())
+    phases = {r.name: r.end - r.start for r in scheduler.records}
+    return RecoveryRun(ticks, EnergyReport.build(board, ticks).total, builder.freeze(), phases)
 
 
 def recover(
