@@ -31,7 +31,7 @@ from components.boards.disaggregated import merged
 from components.energy import EnergyReport
 from components.interconnect.cxl import mmio_write
 from components.memory.base import stage
-from components.persistence.cluster import ClusterLayout
+from components.persistence.cluster import ClusterImage, ClusterLayout
 from components.persistence.image import (
     COMMIT_NAMES,
     WORD,
@@ -202,7 +202,7 @@ def recover(
 ) -> tuple[Recovery, int, float, int]:
     """Recover, starting over whenever a pending failure lands during recovery: the
     recovery writes durable by then (its own journal, cut there) stay in the image.
-    Returns (recovery, ticks, joules, interruptions)."""
+    Returns (recovery, ticks, joules, interruptions, the last attempt's phases)."""
     interrupted, total_ticks, total_energy, now = 0, 0, 0.0, tick
     while True:
         rec = protocol.plan(image)
@@ -215,7 +215,7 @@ def recover(
             now, interrupted = cut, interrupted + 1
             continue
         done = protocol.finish(image, rec)
-        return done, total_ticks + run.ticks, total_energy + run.energy, interrupted
+        return done, total_ticks + run.ticks, total_energy + run.energy, interrupted, run.phases
 
 
 # ----- the failure runs ------------------------------------------------------------------
@@ -284,7 +284,7 @@ def resume_from_image(
     history.extend(reference_run.facts)
     protocol = PROTOCOLS[options.system](image.layout)
     want = expected_for(protocol.system_kind, image)
-    rec, ticks, energy, _ = recover(protocol, options, image, [], 0)
+    rec, ticks, energy, _, _ = recover(protocol, options, image, [], 0)
     outcome, why = verdict(history, rec, want)
     final = reference_run.model
     if rec.batch < options.batches:
@@ -342,7 +342,7 @@ def inject(
         want = expected_for(protocol.system_kind, image)
         crash_batch = min(r.batch for r in running)
         try:
-            rec, recovery_ticks, energy, interrupted = recover(
+            rec, recovery_ticks, energy, interrupted, phases = recover(
                 protocol, options, image, pending, tick
             )
         except CorruptImage as exc:  # a protocol bug: report it, training cannot resume
@@ -367,6 +367,11 @@ def inject(
                 "detail": why,
             }
         )
+        if isinstance(image, ClusterImage):  # what each phase of the cluster's recovery took
+            results[-1]["recovery_bytes_read"] = rec.bytes_read
+            results[-1]["recovery_phases_ms"] = {
+                name: round(ticks_to_ms(t), 6) for name, t in phases.items()
+            }
         offset = tick + recovery_ticks
         if rec.batch >= options.batches:
             break
