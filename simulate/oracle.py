@@ -22,6 +22,10 @@ and for the relaxed MLPs, m is a batch the GPU took a snapshot at (or the base's
 R - m <= gap + 2 L batches, with ``gap`` the board's MLP-log gap and L the longest copy
 in batches (snapshot to the slice that completes it): a copy starts at most L + gap
 batches after the previous one did, and takes at most L to commit.
+A cluster of CXL-MEMs (components/persistence/cluster.py) is judged by its
+coordinator's commit words instead (``expected_across``): redo R = m = commit + 1, undo
+R = m = commit, relaxed R = commit and m = the newest committed MLP copy not newer than
+R, or the base; its absolute bounds come from its ``commit`` and ``mlp_commit`` ops.
 Verdicts: ``exact`` (table, accumulators and MLPs bit-identical to the reference at R),
 ``within_gap`` (relaxed: embeddings at R, MLPs those of the designated copy m < R),
 ``detected`` (a damaged record refused with CorruptImage: media-fault states only),
