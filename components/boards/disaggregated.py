@@ -34,7 +34,9 @@ commit of batch N-1. Relaxed MLP log copies start on every shard together and ar
 committed (``mlp_commit``) once the last stripe is logged (docs/topologies.md).
 
 Every flow crosses the links and switch ports of its route in the flow network, so the
-all-to-all, the all-reduce, the logs and the acknowledgements share them.
+all-to-all, the all-reduce, the logs and the acknowledgements share them. A failure
+model across devices is the next issue's (docs/topologies.md): failure runs are refused
+on this board.
 """
 
 from __future__ import annotations
@@ -105,7 +107,8 @@ def add_commit_stats(obj: SimObject) -> None:
     )
     obj.commitShare = obj.formula(
         "commitShare",
-        "commit ops' share of the batch time (critical path)",
+        "commit ops' share of the batch time (critical path; a commit that delays a "
+        "background log is charged to that log)",
         "Ratio",
         lambda: obj.commitCriticalTicks.total / max(obj.batchTicks.total, 1),
     )
