@@ -1,8 +1,10 @@
 """Scaling study: N CXL-GPUs x M CXL-MEMs under one switch, for CXL-B and CXL on RM1-RM4.
 
 For every point: batch time, samples/s (and the speedup over 1 x 1), the checkpoint's
-share of the batch's critical path, energy per sample, and the resource that saturates
-first with its utilisation: where scaling stops and what stops it. Writes scaling.csv,
+share of the batch's critical path, the cross-device commit's share of it and of the
+bytes the switches forward (its acknowledgements; none on one device), energy per
+sample, and the resource that saturates first with its utilisation: where scaling stops
+and what stops it. Writes scaling.csv,
 scaling.md (the table) and scaling.png (samples/s vs CXL-MEMs, a line per system and
 GPU count, one panel per model). docs/topologies.md explains the knees.
 
@@ -13,6 +15,7 @@ GPU count, one panel per model). docs/topologies.md explains the knees.
 from __future__ import annotations
 
 import csv
+import json
 import os
 import re
 import sys
@@ -32,7 +35,8 @@ from simulate.simulator import Simulator  # noqa: E402
 from workloads.workload import DlrmWorkload  # noqa: E402
 
 PROG = "scaling.py"
-SYSTEMS = ("cxl-b", "cxl")
+SYSTEMS = ("cxl-b", "cxl")  # the default grid; cxl-d on request (--systems)
+CHOICES = ("cxl-d", *SYSTEMS)
 MODELS = ("rm1", "rm2", "rm3", "rm4")
 COUNTS = (1, 2, 4, 8)
 RESOURCE_KINDS = (  # what a flow-network resource is, for the table
@@ -58,6 +62,9 @@ def point(system: str, model: str, gpus: int, mems: int, batches: int, outdir: s
     ).run()
     batch_ms = results["batch_time_ms"]["mean"]
     samples = results["batch_size"]
+    with open(os.path.join(outdir, "stats.json")) as handle:
+        stats = {key: row["value"] for key, row in json.load(handle).items()}
+    switched = sum(v for k, v in stats.items() if k.endswith(".bytesForwarded"))
     used = results["resource_utilisation"]
     busiest = max(sorted(used), key=lambda key: used[key])
     return {
@@ -68,6 +75,10 @@ def point(system: str, model: str, gpus: int, mems: int, batches: int, outdir: s
         "batch_ms": batch_ms,
         "samples_per_s": samples / batch_ms * 1e3,
         "checkpoint_share": results["breakdown_ms"].get("checkpoint", 0.0) / batch_ms,
+        "commit_share": stats.get("board.commitShare"),  # None: one device, no commit
+        "commit_switch_share": (
+            stats["board.commitSwitchedBytes"] / switched if "board.commits" in stats else None
+        ),
         "energy_per_sample_mj": results["energy_j"]["total"] / (samples * batches) * 1e3,
         "saturated": resource_kind(busiest),
         "utilisation": used[busiest],
@@ -101,20 +112,27 @@ def write_table(rows: list[dict], outdir: str) -> str:
         writer.writerows(rows)
     lines = [
         "| model | system | GPUs x CXL-MEMs | batch (ms) | samples/s | speedup | checkpoint "
-        "share | energy/sample (mJ) | saturated resource (utilisation) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "share | commit share (ppm) | commit switch bytes (ppm) | energy/sample (mJ) | saturated "
+        "resource (utilisation) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['model']} | {r['system']} | {r['gpus']} x {r['cxl_mems']} | "
             f"{r['batch_ms']:.3f} | {r['samples_per_s']:,.0f} | {r['speedup']:.2f}x | "
-            f"{r['checkpoint_share']:.1%} | {r['energy_per_sample_mj']:.2f} | "
+            f"{r['checkpoint_share']:.1%} | {_share(r['commit_share'])} | "
+            f"{_share(r['commit_switch_share'])} | {r['energy_per_sample_mj']:.2f} | "
             f"{r['saturated']} ({r['utilisation']:.0%}) |"
         )
     table = "\n".join(lines) + "\n"
     with open(os.path.join(outdir, "scaling.md"), "w") as handle:
         handle.write(table)
     return table
+
+
+def _share(value: float | None) -> str:
+    """A share in parts per million (the commit's are tiny); '-' on one device."""
+    return "-" if value is None else f"{value * 1e6:.1f}"
 
 
 def plot(rows: list[dict], outdir: str) -> None:
@@ -146,7 +164,7 @@ def plot(rows: list[dict], outdir: str) -> None:
 def main(argv: list[str]) -> int:
     parser = QuietParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument("--outdir", default="scaling")
-    parser.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=SYSTEMS)
+    parser.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=CHOICES)
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
     parser.add_argument("--gpus", nargs="+", type=int, default=list(COUNTS))
     parser.add_argument("--mems", nargs="+", type=int, default=list(COUNTS))

@@ -179,8 +179,11 @@ def test_2x2_each_op_alone_and_each_batch_agree_within_15_percent(system):
         if op["op"] not in MLP_LOGS:
             rows.append(op)
     # per batch: each CXL-MEM's indices, lookup, pooled vectors, embedding log and
-    # update, each GPU's gradients, one all-reduce
-    assert len(rows) == 2 * (2 * 5 + 2 + 1)
+    # update, each GPU's gradients, one all-reduce, the cross-device commit; CXL also
+    # commits the MLP log copy its first batch completes
+    copies = sum(op["op"] == "mlp_commit" for op in rows)
+    assert copies == (system == "cxl")
+    assert len(rows) == 2 * (2 * 5 + 2 + 1 + 1) + copies
     assert _outside(rows, "alone") == {}
     for mode in ("alone", "concurrent"):
         assert _outside(results["batches"], mode) == {}

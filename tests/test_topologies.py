@@ -45,11 +45,18 @@ def simulate(board, tmp_path, name, model="rmc1", batches=3) -> dict:
 def test_one_by_one_through_the_shared_skeleton_times_every_batch_as_the_single_board(
     system, tmp_path
 ):
+    """The same batches but for the cluster's commit, which one device does not have:
+    its 8 B word costs a batch at most the PMEM's write latency (redo applies after it)
+    plus one XPLine of media time taken from the PMEM-bound ops beside it."""
     single = simulate(BOARDS[system](), tmp_path, "single", model="rm1")
     one = DisaggregatedBoard(BOARDS[system], TopologySpec.single_switch(1, 1))
     shared = simulate(one, tmp_path, "shared", model="rm1")
-    assert shared["batch_times_ms"] == single["batch_times_ms"]
-    assert shared["breakdown_ms"] == single["breakdown_ms"]
+    pmem = one.shards[0].pmem
+    most = (pmem.write_latency + pmem.access_unit / pmem.ctrl_write_bandwidth * 1e12) / 1e9
+    for alone, committed in zip(single["batch_times_ms"], shared["batch_times_ms"], strict=True):
+        assert 0 <= committed - alone <= most
+    for key in ("embedding", "transfer", "bottom_mlp", "top_mlp"):
+        assert shared["breakdown_ms"][key] == single["breakdown_ms"][key]
 
 
 def test_one_by_one_on_the_command_line_is_todays_board(tmp_path):

@@ -34,7 +34,9 @@ commit of batch N-1. Relaxed MLP log copies start on every shard together and ar
 committed (``mlp_commit``) once the last stripe is logged (docs/topologies.md).
 
 Every flow crosses the links and switch ports of its route in the flow network, so the
-all-to-all, the all-reduce, the logs and the acknowledgements share them.
+all-to-all, the all-reduce, the logs and the acknowledgements share them. A failure
+model across devices is the next issue's (docs/topologies.md): failure runs are refused
+on this board.
 """
 
 from __future__ import annotations
@@ -105,7 +107,8 @@ def add_commit_stats(obj: SimObject) -> None:
     )
     obj.commitShare = obj.formula(
         "commitShare",
-        "commit ops' share of the batch time (critical path)",
+        "commit ops' share of the batch time (critical path; a commit that delays a "
+        "background log is charged to that log)",
         "Ratio",
         lambda: obj.commitCriticalTicks.total / max(obj.batchTicks.total, 1),
     )
@@ -433,15 +436,14 @@ class DisaggregatedBoard(TrainingBoard):
             shard_ops[m].bottom_bwd = updates_mlp[m % count]
             update_deps.append(shard.update_deps(shard_ops[m], before[m]))
         durable = [ops.extra[name] for ops in shard_ops for name in _DURABLE if name in ops.extra]
-        commit = self._commit(own, "commit", n, "commit", durable)
+        commit = self.commit(own, "commit", n, "commit", durable)
         closing = [*updates_mlp, commit]
         for m, shard in enumerate(shards):
             ops = shard_ops[m]
-            redo = [commit] if "ckpt_log" in ops.extra else []  # log, commit, then apply
             ops.update = s.op(
                 "update", "embedding", n, shard.embedding_resource,
                 lambda now, shard=shard, part=parts[m]: shard.update(part),
-                deps=[arrived, *update_deps[m], *redo],
+                deps=[arrived, *update_deps[m], *self.update_commit_deps(ops, commit)],
             )  # fmt: skip
             closing += [ops.update, *shard.checkpoint(ops, before[m])]
         end = s.op("batch_end", "idle", n, None, lambda now: 0, deps=closing)
@@ -460,7 +462,14 @@ class DisaggregatedBoard(TrainingBoard):
         return ops
 
     # ----- one consistent checkpoint across devices ------------------------------------------
-    def _commit(self, own: Job, name: str, n: int, word: str, deps: list[Op]) -> Op:
+    def update_commit_deps(self, ops: BatchOps, commit: Op) -> list[Op]:
+        """Redo (a shard with a ``ckpt_log``) applies batch N in place only after the
+        commit of N: a device that applied N while another had not logged it would leave
+        no batch that every device can recover to. Undo logs keep the old values, so
+        their updates need not wait."""
+        return [commit] if "ckpt_log" in ops.extra else []
+
+    def commit(self, own: Job, name: str, n: int, word: str, deps: list[Op]) -> Op:
         """The coordinator's commit (``commit`` of batch n, or ``mlp_commit`` of an MLP log
         copy), once ``deps`` (what makes it durable on every device) have ended: every
         other device's acknowledgement, then the 8 B word ``word`` persisted on the
@@ -531,7 +540,7 @@ class DisaggregatedBoard(TrainingBoard):
             logged = all(state["moved"] >= state["total"] for state in copies)
             if logged and (own.copy_commit is None or own.copy_commit[0] != copy):
                 word = f"mlpc{copies[0]['slot']}"
-                own.copy_commit = (copy, self._commit(own, "mlp_commit", n, word, latest))
+                own.copy_commit = (copy, self.commit(own, "mlp_commit", n, word, latest))
 
         self.engine.process(watch())
 

@@ -391,7 +391,8 @@ def _fabric_transfers(
     """A disaggregated board's transfers of one stage and their bytes, flow by flow as
     components/boards/disaggregated.py issues them: the host's indices to one CXL-MEM,
     its pooled vectors to every GPU, each GPU's gradients to every CXL-MEM, the ring
-    all-reduce (each GPU to the next), and a shard's MLP-log pull from its GPU."""
+    all-reduce (each GPU to the next), every CXL-MEM's commit acknowledgement to CXL-MEM
+    0 (a posted CXL.io write), and a shard's MLP-log pull from its GPU."""
     op, gpus = trace.record.name, board.gpu_count
     whole, row = batch.whole, board.spec.row_bytes
     sizes = whole.gpu_batch_sizes if gpus > 1 else [whole.batch_size]
@@ -405,6 +406,9 @@ def _fabric_transfers(
             (Leg(f"gpu{g}", f"mem{m}", "flush"), sizes[g] * board.placement.pooled_tables(m) * row)
             for m in range(len(board.shards))
         ]
+    if op.rpartition(".")[2] in ("commit", "mlp_commit"):  # acknowledgements to CXL-MEM 0
+        ack = tr.mmio_bytes(board.commit_ack_bytes)
+        return [(Leg(f"mem{m}", "mem0", "mmio"), ack) for m in range(1, len(board.shards))]
     m = _shard_of(board, trace, stage)
     if op == "indices":
         payload = index_payload(batch.parts[m], board.index_bytes)
