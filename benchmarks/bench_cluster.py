@@ -15,7 +15,6 @@ mutants, and recovery time against the number of CXL-MEMs.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import sys
 import time
@@ -27,9 +26,8 @@ sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
 from cluster_mutants import CLUSTER_MUTANTS  # noqa: E402
 
 from simulate.crashcheck import crashcheck  # noqa: E402
-from simulate.failures import inject  # noqa: E402
+from simulate.failures import recovery_cost  # noqa: E402
 from simulate.options import RunOptions  # noqa: E402
-from simulate.recording import run_stretch  # noqa: E402
 
 
 def crash_options(system: str, devices: int) -> RunOptions:
@@ -58,10 +56,7 @@ def recovery_table(mems: list[int]) -> None:
     print("|---|---|---|---|---|")
     for m in mems:
         options = RunOptions(system="cxl-b", model="rm1", batches=3, cxl_mems=m, progress=False)
-        stretch = run_stretch(options)
-        cut = max(r.end for r in stretch.records if r.name == "update" and r.batch == 1) - 1
-        entries, _ = inject(dataclasses.replace(options, fail_at=[str(cut)]), recorded=stretch)
-        entry = entries[0]
+        entry = recovery_cost(options)
         phases = ", ".join(f"{k.removeprefix('recovery_')} {v:.3f}"
                            for k, v in entry.get("recovery_phases_ms", {}).items())  # fmt: skip
         print(f"| {m} | {entry['resume_batch']} ({entry['verdict']}) | "

@@ -30,7 +30,8 @@ quiet_interrupts("scaling.py")
 from tqdm import tqdm  # noqa: E402
 
 from simulate.cli import QuietParser, UsageError, run_main  # noqa: E402
-from simulate.options import check_steady_batches  # noqa: E402
+from simulate.failures import recovery_cost  # noqa: E402
+from simulate.options import RunOptions, check_steady_batches  # noqa: E402
 from simulate.simulator import Simulator  # noqa: E402
 from workloads.workload import DlrmWorkload  # noqa: E402
 
@@ -161,6 +162,29 @@ def plot(rows: list[dict], outdir: str) -> None:
     plt.close(fig)
 
 
+def recovery_study(args) -> str:
+    """Recovery time vs M: a power cut one tick before batch 1's last update ends, on
+    1 GPU x M CXL-MEMs (the functional default rows; 1 x 1 is the single-device board).
+    Each device reads back its own logs and MLP stripe, all devices at once."""
+    lines = ["| system | CXL-MEMs | resume | bytes read | recovery (ms) | phases (ms) |",
+             "|---|---|---|---|---|---|"]  # fmt: skip
+    points = [(s, m) for s in args.systems for m in args.mems]
+    for system, mems in tqdm(points, desc="recovery", unit="point", file=sys.stderr):
+        options = RunOptions(system=system, model=args.models[0], batches=3, cxl_mems=mems,
+                             progress=False)  # fmt: skip
+        entry = recovery_cost(options)
+        phases = ", ".join(f"{k.removeprefix('recovery_')} {v:.3f}"
+                           for k, v in entry.get("recovery_phases_ms", {}).items())  # fmt: skip
+        lines.append(
+            f"| {system} | {mems} | {entry['resume_batch']} ({entry['verdict']}) | "
+            f"{entry.get('recovery_bytes_read', '-')} | {entry['recovery_ms']:.3f} | {phases} |"
+        )
+    text = "\n".join(lines) + "\n"
+    with open(os.path.join(args.outdir, "recovery.md"), "w") as out:
+        out.write(text)
+    return text
+
+
 def main(argv: list[str]) -> int:
     parser = QuietParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument("--outdir", default="scaling")
@@ -169,6 +193,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--gpus", nargs="+", type=int, default=list(COUNTS))
     parser.add_argument("--mems", nargs="+", type=int, default=list(COUNTS))
     parser.add_argument("--batches", type=int, default=4, help="batches per point (default 4)")
+    parser.add_argument(
+        "--recovery",
+        action="store_true",
+        help="instead: recovery time vs CXL-MEMs (1 GPU, the first model, real numerics)",
+    )
 
     def body() -> int:
         args = parser.parse_args(argv)
@@ -177,6 +206,10 @@ def main(argv: list[str]) -> int:
             if min(counts) < 1:
                 raise UsageError(f"{flag}: device counts must be at least 1, got {min(counts)}")
         os.makedirs(args.outdir, exist_ok=True)
+        if args.recovery:
+            print(recovery_study(args), end="")
+            print(f"-> {args.outdir}/recovery.md")
+            return 0
         rows = study(args)
         print(write_table(rows, args.outdir), end="")
         plot(rows, args.outdir)

@@ -21,7 +21,7 @@ together with an existing image is an error: that run recovers, it does not re-r
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -388,6 +388,18 @@ def inject(
     if isinstance(image.buf, np.memmap):
         image.seal()
     return results, stretch or reference_run
+
+
+def recovery_cost(options: RunOptions, batch: int = 1) -> dict[str, Any]:
+    """The failure entry of a power cut one tick before batch ``batch``'s last in-place
+    update ends (a device mid-update, its logs of ``batch`` written): what a recovery
+    reads and how long it takes, per system and topology (scripts/scaling.py)."""
+    stretch = run_stretch(options)
+    updates = [r.end for r in stretch.records if r.name == "update" and r.batch == batch]
+    if not updates:
+        raise UsageError(f"the recovery cost needs batch {batch}: run at least {batch + 1}")
+    entries, _ = inject(replace(options, fail_at=[str(max(updates) - 1)]), recorded=stretch)
+    return entries[0]
 
 
 def halted_entry(image: PmemImage, tick: int, running) -> dict[str, Any]:
