@@ -43,7 +43,8 @@ from simulate.options import (  # noqa: E402
 from simulate.preflight import check_crashcheck  # noqa: E402
 
 PROG = "crashcheck.py"
-UNUSED = ("--outdir", "--functional", "--fail-at", "--fail-random", "--pmem-image")
+UNUSED = ("--outdir", "--functional", "--fail-at", "--fail-random", "--fail-device")
+UNUSED += ("--pmem-image",)
 UNUSED += ("--halt-on-failure", "--plot")  # a crash check writes no outputs, cuts every state
 UNUSED += ("--sample",)  # its own --sample below; --checkpoint checks a software policy
 DEFAULTS = CheckSettings()

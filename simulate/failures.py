@@ -21,6 +21,7 @@ together with an existing image is an error: that run recovers, it does not re-r
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -335,15 +336,24 @@ def inject(
             journal.image_at(image.words, np.iinfo(np.int64).max)
             break
         tick = pending.pop(0)
-        journal.image_at(image.words, tick - offset)
         running = stretch.running(tick - offset)
+        stalled, absorbed = tick, 0  # recovery starts once a one-device cut's survivors stall
+        if options.fail_device is None:
+            journal.image_at(image.words, tick - offset)
+        else:
+            pieces, ran = one_device_cut(journal, stretch, options.fail_device, tick - offset)
+            journal.apply(image.words, pieces)
+            stalled = offset + ran
+            while pending and pending[0] <= stalled:  # that device is off already
+                pending.pop(0)
+                absorbed += 1
         if options.halt_on_failure:
             return [halted_entry(image, tick, running)], stretch
         want = expected_for(protocol.system_kind, image)
         crash_batch = min(r.batch for r in running)
         try:
             rec, recovery_ticks, energy, interrupted, phases = recover(
-                protocol, options, image, pending, tick
+                protocol, options, image, pending, stalled
             )
         except CorruptImage as exc:  # a protocol bug: report it, training cannot resume
             results.append({"tick": tick, "batch": crash_batch, "verdict": VIOLATION,
@@ -367,12 +377,16 @@ def inject(
                 "detail": why,
             }
         )
+        if options.fail_device is not None:
+            results[-1]["failed_device"] = options.fail_device
+            results[-1]["survivors_ran_ms"] = round(ticks_to_ms(stalled - tick), 6)
+            results[-1]["failures_while_off"], absorbed = absorbed, 0
         if isinstance(image, ClusterImage):  # what each phase of the cluster's recovery took
             results[-1]["recovery_bytes_read"] = rec.bytes_read
             results[-1]["recovery_phases_ms"] = {
                 name: round(ticks_to_ms(t), 6) for name, t in phases.items()
             }
-        offset = tick + recovery_ticks
+        offset = stalled + recovery_ticks
         if rec.batch >= options.batches:
             break
         state = ModelState(rec.table, rec.mlp, rec.row_acc, rec.mlp_acc)
@@ -388,6 +402,29 @@ def inject(
     if isinstance(image.buf, np.memmap):
         image.seal()
     return results, stretch or reference_run
+
+
+def one_device_cut(
+    journal: Journal, stretch: Stretch, device: int, tick: int
+) -> tuple[np.ndarray, int]:
+    """CXL-MEM ``device`` loses power at ``tick``; the others run on. Its own writes
+    persisted by then survive (the timing's order); every op that needs its work (its
+    ops not ended by then, and everything downstream of them in the board's
+    dependencies: the next all-to-all, the commit waiting for its acknowledgement) never
+    runs; every other op completes, as the survivors run until they wait for the lost
+    device. Returns the pieces durable in that state and the tick the survivors stall."""
+    layout = stretch.layout
+    on = re.compile(rf"^cxl_mem{device}\.")
+    blocked = {r.uid for r in stretch.records if r.end > tick and on.match(r.resource or "")}
+    for r in sorted(stretch.records, key=lambda r: r.uid):  # dependencies come first
+        if r.uid not in blocked and any(d in blocked for d in r.deps):
+            blocked.add(r.uid)
+    bases = np.array([d.base for d in layout.devices], dtype=np.int64)
+    lost = np.searchsorted(bases, journal.dst * WORD, side="right") - 1 == device
+    runs = ~np.isin(journal.op, np.fromiter(blocked, dtype=np.int64, count=len(blocked)))
+    keep = np.where(lost, journal.p <= tick, runs)
+    ends = [r.end for r in stretch.records if r.uid not in blocked and r.end > tick]
+    return np.flatnonzero(keep), max(ends, default=tick)
 
 
 def recovery_cost(options: RunOptions, batch: int = 1) -> dict[str, Any]:

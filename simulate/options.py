@@ -77,6 +77,7 @@ class RunOptions:
     """A trace file whose lookups feed the run (workloads/traces.py); None: generated."""
     fail_at: list[str] = field(default_factory=list)
     fail_random: int = 0
+    fail_device: int | None = None
     pmem_image: str | None = None
     progress: bool = True
     plot: bool = False
@@ -193,6 +194,16 @@ _RUN_ARGUMENTS: list[tuple[tuple[str, ...], dict]] = [
             default=0,
             metavar="K",
             help="inject K power failures at seeded random instants",
+        ),
+    ),
+    (
+        ("--fail-device",),
+        dict(
+            type=int,
+            default=None,
+            metavar="M",
+            help="the failures cut the power of CXL-MEM M alone; the other devices run on "
+            "until they wait for it (multi-device runs)",
         ),
     ),
     (
@@ -467,6 +478,7 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         trace=args.trace,
         fail_at=list(args.fail_at),
         fail_random=args.fail_random,
+        fail_device=args.fail_device,
         pmem_image=args.pmem_image,
         progress=args.progress,
         plot=args.plot,
@@ -528,6 +540,10 @@ def _check_topology(args: argparse.Namespace) -> tuple[int, int]:
                 f"{topology.hosts} jobs"
             )
         gpus, mems = topology.gpus // topology.hosts, topology.mems
+    if args.fail_device is not None and not (args.fail_at or args.fail_random):
+        raise UsageError("--fail-device names whose power fails: add --fail-at or --fail-random")
+    if args.fail_device is not None and mems < 2:
+        raise UsageError("--fail-device cuts one of several CXL-MEMs: add --cxl-mems 2 or more")
     if (gpus, mems, args.topology, args.pool_jobs) == (1, 1, None, 1):
         return gpus, mems
     if args.system not in MULTI_DEVICE_SYSTEMS:
@@ -546,6 +562,8 @@ def _check_topology(args: argparse.Namespace) -> tuple[int, int]:
             "multi-device CXL systems checkpoint with the paper's protocols"
         )
     refuse_pooled_failures(args.pool_jobs, args.fail_at or args.fail_random)
+    if args.fail_device is not None and not 0 <= args.fail_device < mems:
+        raise UsageError(f"--fail-device {args.fail_device}: CXL-MEMs are 0 to {mems - 1}")
     if args.sample_plan is not None:
         raise UsageError(
             "--sample carries one device's state between units; multi-device runs simulate "

@@ -162,3 +162,41 @@ def test_crashcheck_cli_reports_cross_device_states():
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert summary["violations"] == 0 and summary["cross_device"]["flags_disagree"] > 0
     assert "cross-device states:" in result.stderr
+
+
+@pytest.mark.parametrize("system", ["cxl-d", "cxl-b", "cxl"])
+@pytest.mark.parametrize("device", [0, 1])
+def test_one_device_losing_power_while_the_others_run_on(system, device):
+    """The others run until they wait for the lost device (the commit needs its
+    acknowledgement), then the cluster recovers to the commit: never behind a failure of
+    every device at the same instant, and exact."""
+    options = cluster(system, batches=5)
+    stretch = run_stretch(options)
+    tick = str(int(stretch.end_tick * 0.55))
+    alone, _ = inject(dataclasses.replace(options, fail_at=[tick], fail_device=device))
+    every, _ = inject(dataclasses.replace(options, fail_at=[tick]))
+    entry = alone[0]
+    assert entry["failed_device"] == device and entry["survivors_ran_ms"] > 0
+    assert entry["verdict"] in ("exact", "within_gap")
+    assert entry["resume_batch"] >= every[0]["resume_batch"]
+    if system != "cxl":
+        assert entry["verdict"] == "exact" and entry["final_model_exact"]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--fail-device", "1"], "add --fail-at or --fail-random"),
+        (["--fail-device", "0", "--fail-random", "1"], "add --cxl-mems 2 or more"),
+        (["--cxl-mems", "2", "--fail-device", "2", "--fail-random", "1"], "are 0 to 1"),
+    ],
+)  # fmt: skip
+def test_bad_one_device_failures_fail_in_one_line(args, message, tmp_path):
+    result = subprocess.run(
+        [sys.executable, "configs/trainingcxl.py", "--system", "cxl-b", "--model", "rmc1",
+         "--batches", "2", "--outdir", str(tmp_path / "out"), *args],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], result.stderr
