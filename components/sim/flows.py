@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from components.sim import flow_kernels
 from components.sim.blame import WaitLedger
 from components.sim.engine import Engine
 
@@ -248,6 +249,10 @@ class FlowNetwork:
         elapsed = now - self._last
         if elapsed > 0 and self.active:
             state = self._arrays()
+            if flow_kernels.COMPILED:
+                self._advance_compiled(state, elapsed)
+                self._last = now
+                return
             self._account(state, elapsed)
             progress = np.minimum(state.rate * elapsed, 1.0 - state.done)
             state.done += progress
@@ -259,6 +264,38 @@ class FlowNetwork:
             for flow, done in zip(state.flows, state.done.tolist(), strict=True):
                 flow.done = done
         self._last = now
+
+    def _advance_compiled(self, state: _Active, elapsed: int) -> None:
+        """``_advance`` and ``_account`` in one compiled pass (components/sim/flow_kernels.py)."""
+        width, uses, touched = len(state.names), state.uses, state.touched
+        busy, queueing = np.zeros(width), np.zeros(width)
+        busy[touched] = [use.busy for use in uses]
+        queueing[touched] = [use.queueing for use in uses]
+        ledger = self._ledger
+        ledger.interval = flow_kernels.advance(
+            elapsed,
+            state.rate,
+            state.alone,
+            state.bottleneck,
+            state.done,
+            state.waited,
+            busy,
+            queueing,
+            state.flow,
+            state.resource,
+            state.need,
+            state.by_resource,
+            state.first,
+            state.row,
+            state.col,
+            ledger.values,
+            ledger.rank,
+            ledger.interval,
+        )
+        for use, b, q in zip(uses, busy[touched].tolist(), queueing[touched].tolist(), strict=True):
+            use.busy, use.queueing = b, q
+        for flow, done in zip(state.flows, state.done.tolist(), strict=True):
+            flow.done = done
 
     def _account(self, state: _Active, elapsed: int) -> None:
         """Charge each slowed flow's lost time to its bottleneck and, split by owner in
@@ -329,6 +366,17 @@ class FlowNetwork:
         (``bounds``; 0 for none) caps it; resources it needs less of are consumed in
         proportion. Each round freezes the flows of the resources that saturate (the
         first by name is a frozen flow's bottleneck) and those at their bound."""
+        if flow_kernels.COMPILED:
+            return flow_kernels.fill(
+                state.count,
+                state.flow,
+                state.resource,
+                state.need,
+                state.scale,
+                state.weight,
+                bounds,
+                len(state.names),
+            )
         n, width = len(state.flows), len(state.names)
         rate, bottleneck = np.zeros(n), np.full(n, -1, dtype=np.int64)
         free = (state.count > 0).nonzero()[0]  # the flows still growing, in order

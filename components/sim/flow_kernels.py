@@ -1,0 +1,165 @@
+"""Compiled loops of the flow solver (components/sim/flows.py): filling and accounting.
+
+Each is the list solver's loop (tests/flows_oracle.py) over the active arrays, so every
+sum is added in the order it adds it, one term at a time, and the floats are the same;
+numpy needs a dozen calls per filling round and a matrix per bottleneck to get there,
+where these take one call per event. Compiled with numba when the module is imported
+(explicit signatures, cached on disk: later runs load them), so no run pays a compile
+mid-simulation. Without numba (``COMPILED`` False) flows.py uses its numpy definitions,
+which tests/test_flow_kernels.py checks these against.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+try:
+    from numba import njit
+except ImportError:  # a fresh install without numba: flows.py's numpy definitions
+    COMPILED = False
+else:
+    import numpy.ma  # noqa: F401 - numba's first look at an array imports it: not mid-run
+
+    COMPILED = True
+
+POSITIONS = 1 << 20  # as in components/sim/blame.py: rank = interval * POSITIONS + position
+
+
+def _kernel(signature: str):
+    """The function compiled now for ``signature`` where numba is available."""
+
+    def compile_(function):
+        if not COMPILED:
+            return function
+        return njit(signature, cache=True, nogil=True)(function)
+
+    return compile_
+
+
+@_kernel("Tuple((f8[:], i8[:]))(i8[:], i8[:], i8[:], f8[:], f8[:], f8[:], f8[:], i8)")
+def fill(count, flow, resource, need, scale, weight, bounds, width):  # pragma: no cover
+    """Weighted max-min rates and bottlenecks (resource rank, -1 for none) by
+    progressive filling, as ``FlowNetwork._fill`` defines them: per round, the lowest
+    level at which a resource saturates or a free flow reaches its bound freezes those
+    flows; per flow its entries are contiguous (``flow``, ``resource``, ``need``)."""
+    n = count.size
+    rate = np.zeros(n)
+    bottleneck = np.full(n, -1, dtype=np.int64)
+    head = np.zeros(n + 1, dtype=np.int64)
+    for i in range(n):
+        head[i + 1] = head[i] + count[i]
+    demands = np.empty(need.size)
+    for e in range(need.size):
+        f = flow[e]
+        demands[e] = need[e] / scale[f] * weight[f]
+    capped = np.full(n, np.inf)
+    free = np.zeros(n, dtype=np.bool_)
+    left = 0
+    for i in range(n):
+        if bounds[i] > 0:
+            capped[i] = scale[i] / bounds[i] / weight[i]
+        if count[i] == 0:
+            rate[i] = 1.0 / bounds[i] if bounds[i] > 0 else np.inf
+        else:
+            free[i] = True
+            left += 1
+    spare = np.ones(width)
+    demand = np.empty(width)
+    levels = np.empty(width)
+    tolerance = 1 + 1e-12
+    while left:
+        demand[:] = 0.0
+        for i in range(n):
+            if free[i]:
+                for e in range(head[i], head[i + 1]):
+                    demand[resource[e]] += demands[e]
+        level = np.inf
+        for r in range(width):
+            levels[r] = np.inf
+            if demand[r] != 0:
+                levels[r] = max(spare[r], 0.0) / demand[r]
+                level = min(level, levels[r])
+        for i in range(n):
+            if free[i]:
+                level = min(level, capped[i])
+        tied = level * tolerance
+        for i in range(n):
+            if not free[i]:
+                continue
+            limit = width
+            for e in range(head[i], head[i + 1]):
+                if levels[resource[e]] <= tied:
+                    limit = min(limit, resource[e])
+            if limit == width and not capped[i] <= tied:
+                continue
+            rate[i] = level * weight[i] / scale[i]
+            if limit < width:
+                bottleneck[i] = limit
+            free[i] = False
+            left -= 1
+            for e in range(head[i], head[i + 1]):
+                spare[resource[e]] -= need[e] * rate[i]
+    return rate, bottleneck
+
+
+@_kernel(
+    "i8(i8, f8[:], f8[:], i8[:], f8[:], f8[:], f8[:], f8[:], i8[:], i8[:], f8[:],"
+    " i8[:], i8[:], i8[:], i8[:], f8[:, :], i8[:, :], i8)"
+)
+def advance(
+    elapsed,
+    rate,
+    alone,
+    bottleneck,
+    done,
+    waited,
+    busy,
+    queueing,
+    flow,
+    resource,
+    need,
+    by_resource,
+    first,
+    row,
+    col,
+    values,
+    rank,
+    interval,
+):  # pragma: no cover
+    """``elapsed`` ticks at the current rates, in place: each slowed flow's lost time
+    to its ``waited``, its bottleneck's ``queueing`` and, split over the bottleneck's
+    other sharers in proportion to what each consumed of it, to the ledger cells
+    (``values``, first-charge ``rank``) of its row and their owners' columns; then
+    progress to ``done`` and each resource's ``busy``. Returns the next interval."""
+    n = rate.size
+    for i in range(n):
+        b = bottleneck[i]
+        if rate[i] >= alone[i] * (1 - 1e-9) or b < 0:
+            continue
+        lost = elapsed * (1.0 - rate[i] / alone[i])
+        waited[i] += lost
+        queueing[b] += lost
+        total = 0.0
+        for e in by_resource[first[b] : first[b + 1]]:
+            if flow[e] != i:
+                total += need[e] * rate[flow[e]]
+        if not total > 0:
+            continue
+        mine = row[i]
+        for position in range(first[b + 1] - first[b]):
+            e = by_resource[first[b] + position]
+            other = flow[e]
+            if other == i:
+                continue
+            c = col[other]
+            if values[c, mine] < 0:
+                values[c, mine] = 0.0
+                rank[c, mine] = interval * POSITIONS + position
+            values[c, mine] += lost * (need[e] * rate[other]) / total
+    progress = np.empty(n)
+    for i in range(n):
+        progress[i] = min(rate[i] * elapsed, 1.0 - done[i])
+        done[i] += progress[i]
+    for e in range(need.size):
+        busy[resource[e]] += need[e] * progress[flow[e]]
+    return interval + 1
