@@ -132,6 +132,12 @@ def advance(
     (``values``, first-charge ``rank``) of its row and their owners' columns; then
     progress to ``done`` and each resource's ``busy``. Returns the next interval."""
     n = rate.size
+    sharer = np.empty(by_resource.size, dtype=np.int64)  # per resource, its entries'
+    share = np.empty(by_resource.size)  # flows and their consumption, in start order
+    for k in range(by_resource.size):
+        e = by_resource[k]
+        sharer[k] = flow[e]
+        share[k] = need[e] * rate[flow[e]]
     for i in range(n):
         b = bottleneck[i]
         if rate[i] >= alone[i] * (1 - 1e-9) or b < 0:
@@ -140,22 +146,21 @@ def advance(
         waited[i] += lost
         queueing[b] += lost
         total = 0.0
-        for e in by_resource[first[b] : first[b + 1]]:
-            if flow[e] != i:
-                total += need[e] * rate[flow[e]]
+        for k in range(first[b], first[b + 1]):
+            if sharer[k] != i:
+                total += share[k]
         if not total > 0:
             continue
         mine = row[i]
-        for position in range(first[b + 1] - first[b]):
-            e = by_resource[first[b] + position]
-            other = flow[e]
+        for k in range(first[b], first[b + 1]):
+            other = sharer[k]
             if other == i:
                 continue
             c = col[other]
-            if values[c, mine] < 0:
-                values[c, mine] = 0.0
-                rank[c, mine] = interval * POSITIONS + position
-            values[c, mine] += lost * (need[e] * rate[other]) / total
+            if values[mine, c] < 0:
+                values[mine, c] = 0.0
+                rank[mine, c] = interval * POSITIONS + k - first[b]
+            values[mine, c] += lost * share[k] / total
     progress = np.empty(n)
     for i in range(n):
         progress[i] = min(rate[i] * elapsed, 1.0 - done[i])
