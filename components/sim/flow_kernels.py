@@ -22,6 +22,7 @@ else:
 
     COMPILED = True
 
+EPSILON = 1e-12  # as in components/sim/flows.py
 POSITIONS = 1 << 20  # as in components/sim/blame.py: rank = interval * POSITIONS + position
 
 
@@ -36,7 +37,9 @@ def _kernel(signature: str):
     return compile_
 
 
-@_kernel("Tuple((f8[:], i8[:]))(i8[:], i8[:], i8[:], f8[:], f8[:], f8[:], f8[:], i8)")
+@_kernel(
+    "Tuple((f8[::1], i8[::1]))(i8[::1], i8[::1], i8[::1], f8[::1], f8[::1], f8[::1], f8[::1], i8)"
+)
 def fill(count, flow, resource, need, scale, weight, bounds, width):  # pragma: no cover
     """Weighted max-min rates and bottlenecks (resource rank, -1 for none) by
     progressive filling, as ``FlowNetwork._fill`` defines them: per round, the lowest
@@ -103,8 +106,8 @@ def fill(count, flow, resource, need, scale, weight, bounds, width):  # pragma: 
 
 
 @_kernel(
-    "i8(i8, f8[:], f8[:], i8[:], f8[:], f8[:], f8[:], f8[:], i8[:], i8[:], f8[:],"
-    " i8[:], i8[:], i8[:], i8[:], f8[:, :], i8[:, :], i8)"
+    "i8(i8, f8[::1], f8[::1], i8[::1], f8[::1], f8[::1], f8[::1], f8[::1], i8[::1], i8[::1],"
+    " f8[::1], i8[::1], i8[::1], i8[::1], i8[::1], f8[:, ::1], i8[:, ::1], i8)"
 )
 def advance(
     elapsed,
@@ -168,3 +171,50 @@ def advance(
     for e in range(need.size):
         busy[resource[e]] += need[e] * progress[flow[e]]
     return interval + 1
+
+
+@_kernel("Tuple((i8[::1], i8[::1], i8[::1]))(i8[::1], i8[::1], i8)")
+def index(count, resource, width):  # pragma: no cover
+    """Per entry its flow; the entries by resource, in start order (a stable counting
+    sort); where each resource's entries begin there (``width + 1`` bounds)."""
+    flow = np.empty(resource.size, dtype=np.int64)
+    e = 0
+    for i in range(count.size):
+        for _ in range(count[i]):
+            flow[e] = i
+            e += 1
+    first = np.zeros(width + 1, dtype=np.int64)
+    for e in range(resource.size):
+        first[resource[e] + 1] += 1
+    for r in range(width):
+        first[r + 1] += first[r]
+    by_resource = np.empty(resource.size, dtype=np.int64)
+    place = first[:-1].copy()
+    for e in range(resource.size):
+        by_resource[place[resource[e]]] = e
+        place[resource[e]] += 1
+    return flow, by_resource, first
+
+
+@_kernel("f8(i8, f8[::1], f8[::1])")
+def soonest(now, done, rate):  # pragma: no cover
+    """The earliest tick (float; inf for none) at which an active flow completes."""
+    wake = np.inf
+    for i in range(done.size):
+        if done[i] >= 1.0 - EPSILON:
+            wake = min(wake, float(now))
+        elif rate[i] > 0:
+            wake = min(wake, now + np.ceil((1.0 - done[i]) / rate[i] - 1e-6))
+    return wake
+
+
+@_kernel("i8[::1](f8[::1], f8[::1])")
+def ending(done, rate):  # pragma: no cover
+    """The flows done, or with less than a tick of work left at their rate."""
+    out = np.empty(done.size, dtype=np.int64)
+    count = 0
+    for i in range(done.size):
+        if done[i] >= 1.0 - EPSILON or (rate[i] > 0 and (1.0 - done[i]) / rate[i] < 1.0):
+            out[count] = i
+            count += 1
+    return out[:count]

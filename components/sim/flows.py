@@ -330,20 +330,20 @@ class FlowNetwork:
         state = self._arrays()
         fenced = np.flatnonzero((state.fence > 0) & (state.count > 0))
         if not fenced.size:
-            state.rate, state.bottleneck = self._fill(state, state.min_ticks)
+            rate, bottleneck = self._fill(state, state.min_ticks)
         else:
             bounds = state.min_ticks.copy()
             bounds[fenced] = 0.0
             rate, first = self._fill(state, bounds)
             bounds[fenced] = self._fence_caps(state, fenced, rate)
-            state.rate, state.bottleneck = self._fill(state, bounds)
+            rate, bottleneck = self._fill(state, bounds)
             restore = fenced[
-                (state.bottleneck[fenced] < 0)
-                & (state.rate[fenced] < state.alone[fenced] * (1 - 1e-9))
+                (bottleneck[fenced] < 0) & (rate[fenced] < state.alone[fenced] * (1 - 1e-9))
             ]
-            state.bottleneck[restore] = first[restore]  # where its acceptances waited
-        for flow, rate in zip(state.flows, state.rate.tolist(), strict=True):
-            flow.rate = rate
+            bottleneck[restore] = first[restore]  # where its acceptances waited
+        state.rate[:], state.bottleneck[:] = rate, bottleneck
+        for flow, value in zip(state.flows, rate.tolist(), strict=True):
+            flow.rate = value
 
     @staticmethod
     def _fence_caps(state: _Active, fenced: np.ndarray, rate: np.ndarray) -> np.ndarray:
@@ -456,11 +456,14 @@ class FlowNetwork:
         if not self.active:
             return None
         state = self._arrays()
-        with np.errstate(divide="ignore", invalid="ignore"):
-            due = np.ceil((1.0 - state.done) / state.rate - 1e-6)
-        due = np.where(state.rate > 0, now + due, np.inf)
-        due[state.done >= 1.0 - EPSILON] = now
-        wake = np.minimum.reduce(due)
+        if flow_kernels.COMPILED:
+            wake = flow_kernels.soonest(now, state.done, state.rate)
+        else:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                due = np.ceil((1.0 - state.done) / state.rate - 1e-6)
+            due = np.where(state.rate > 0, now + due, np.inf)
+            due[state.done >= 1.0 - EPSILON] = now
+            wake = np.minimum.reduce(due)
         for flow, nearest in self._marked.items():  # the nearest milestone is due first
             wake = min(wake, self._due(flow, nearest, now))
         if math.isinf(wake):
@@ -473,10 +476,13 @@ class FlowNetwork:
         if not self.active:
             return
         state = self._arrays()
-        with np.errstate(divide="ignore"):
-            remaining = np.where(state.rate > 0, (1.0 - state.done) / state.rate, np.inf)
-        ending = (remaining < 1.0) | (state.done >= 1.0 - EPSILON)
-        ends = [state.flows[i] for i in ending.nonzero()[0].tolist()]
+        if flow_kernels.COMPILED:
+            ending = flow_kernels.ending(state.done, state.rate)
+        else:
+            with np.errstate(divide="ignore"):
+                remaining = np.where(state.rate > 0, (1.0 - state.done) / state.rate, np.inf)
+            ending = ((remaining < 1.0) | (state.done >= 1.0 - EPSILON)).nonzero()[0]
+        ends = [state.flows[i] for i in ending.tolist()]
         reached = [f for f, nearest in self._marked.items() if f.done >= nearest - 1e-9]
         visit = sorted({*ends, *reached}, key=_start_order) if reached else ends
         self._completing = visit
@@ -532,6 +538,11 @@ def _start_order(flow: Flow) -> int:
     return flow._seq
 
 
+REALS = ("scale", "weight", "min_ticks", "alone", "service", "fence", "chains")
+REALS += ("rate", "done", "waited")
+INTS = ("seq", "count", "bottleneck", "row", "col")
+
+
 class _Active:
     """The active flows as arrays, kept up to date as flows start and end: per flow
     (start order) its scalars, rate, progress, lost time and bottleneck; per entry (a flow and one
@@ -540,15 +551,18 @@ class _Active:
 
     def __init__(self) -> None:
         self.flows: list[Flow] = []
-        self.seq = np.zeros(0, dtype=np.int64)
-        self.count = np.zeros(0, dtype=np.int64)
-        self.static = np.zeros((0, 7))
-        self.rate, self.done, self.waited = np.zeros(0), np.zeros(0), np.zeros(0)
-        self.bottleneck = np.zeros(0, dtype=np.int64)  # rank, -1 for none
-        self.row, self.col = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        self.reals = np.zeros((len(REALS), 0))  # a row per field, a column per flow
+        self.ints = np.zeros((len(INTS), 0), dtype=np.int64)
         self.ids, self.need = np.zeros(0, dtype=np.int64), np.zeros(0)
         self.version = 0
         self.id_of_rank = np.zeros(0, dtype=np.int64)
+        self._fields()
+
+    def _fields(self) -> None:
+        """Name the rows of the tables (contiguous views, which the kernels take)."""
+        (self.scale, self.weight, self.min_ticks, self.alone, self.service) = self.reals[:5]
+        self.fence, self.chains, self.rate, self.done, self.waited = self.reals[5:]
+        self.seq, self.count, self.bottleneck, self.row, self.col = self.ints
 
     def update(self, network: FlowNetwork, ended: list[int], started: list[Flow]) -> None:
         """Drop the flows numbered ``ended``, append ``started``; renumber resources."""
@@ -558,10 +572,9 @@ class _Active:
             entries = np.repeat(keep, self.count)
             self.flows = [f for f, k in zip(self.flows, keep.tolist(), strict=True) if k]
             self.ids, self.need = self.ids[entries], self.need[entries]
-            self.seq, self.count, self.static = self.seq[keep], self.count[keep], self.static[keep]
-            self.rate, self.done, self.waited = self.rate[keep], self.done[keep], self.waited[keep]
-            self.bottleneck = self.bottleneck[keep]
-            self.row, self.col = self.row[keep], self.col[keep]
+            self.reals = np.compress(keep, self.reals, axis=1)
+            self.ints = np.compress(keep, self.ints, axis=1)
+            self._fields()
         rank = network._rank
         if self.version != network._version:  # new resources: ranks moved
             moved = self.bottleneck >= 0
@@ -572,23 +585,25 @@ class _Active:
             self.flows += started
             self.ids = np.concatenate([self.ids, *(f._ids for f in started)])
             self.need = np.concatenate([self.need, *(f._need for f in started)])
-            self.seq = np.append(self.seq, [f._seq for f in started])
-            self.count = np.append(self.count, [f._ids.size for f in started])
-            self.static = np.vstack([self.static, *(f._static for f in started)])
-            self.rate = np.append(self.rate, [f.rate for f in started])
-            self.done = np.append(self.done, [f.done for f in started])
-            self.waited = np.append(self.waited, [f.waited for f in started])
-            self.bottleneck = np.append(self.bottleneck, np.full(len(started), -1))
-            self.row = np.append(self.row, [f._row for f in started])
-            self.col = np.append(self.col, [network._ledger.col(f.owner) for f in started])
-        self.scale, self.weight, self.min_ticks, self.alone, self.service = self.static.T[:5]
-        self.fence, self.chains = self.static[:, 5], self.static[:, 6]
-        self.flow = np.repeat(np.arange(len(self.flows)), self.count)
+            reals = [(*f._static, f.rate, f.done, f.waited) for f in started]
+            col = network._ledger.col
+            ints = [(f._seq, f._ids.size, -1, f._row, col(f.owner)) for f in started]
+            # C order, so that each field's row stays contiguous
+            self.reals = np.hstack([self.reals, np.array(reals, dtype=float).T.copy()])
+            self.ints = np.hstack([self.ints, np.array(ints, dtype=np.int64).T.copy()])
+            self._fields()
         self.resource = rank[self.ids]
         self.names = network._by_rank
         width = len(self.names)
-        self.by_resource = np.argsort(self.resource, kind="stable")
-        self.first = np.concatenate([[0], np.cumsum(np.bincount(self.resource, minlength=width))])
+        if flow_kernels.COMPILED:
+            self.flow, self.by_resource, self.first = flow_kernels.index(
+                self.count, self.resource, width
+            )
+        else:
+            self.flow = np.repeat(np.arange(len(self.flows)), self.count)
+            self.by_resource = np.argsort(self.resource, kind="stable")
+            counts = np.bincount(self.resource, minlength=width)
+            self.first = np.concatenate([[0], np.cumsum(counts)])
         self.touched = np.flatnonzero(self.first[1:] > self.first[:-1])
         self.uses = [network.use[self.names[r]] for r in self.touched.tolist()]
         self.distinct: dict[int, bool] = {}  # per resource: its sharers' owners all differ
