@@ -106,7 +106,7 @@ def fill(count, flow, resource, need, scale, weight, bounds, width):  # pragma: 
 
 
 @_kernel(
-    "i8(i8, f8[::1], f8[::1], i8[::1], f8[::1], f8[::1], f8[::1], f8[::1], i8[::1], i8[::1],"
+    "i8(i8, f8[::1], f8[::1], i8[::1], f8[::1], f8[::1], f8[:, ::1], i8[::1], i8[::1], i8[::1],"
     " f8[::1], i8[::1], i8[::1], i8[::1], i8[::1], f8[:, ::1], i8[:, ::1], i8)"
 )
 def advance(
@@ -116,8 +116,8 @@ def advance(
     bottleneck,
     done,
     waited,
-    busy,
-    queueing,
+    use,
+    spot,
     flow,
     resource,
     need,
@@ -130,10 +130,12 @@ def advance(
     interval,
 ):  # pragma: no cover
     """``elapsed`` ticks at the current rates, in place: each slowed flow's lost time
-    to its ``waited``, its bottleneck's ``queueing`` and, split over the bottleneck's
+    to its ``waited``, its bottleneck's queueing and, split over the bottleneck's
     other sharers in proportion to what each consumed of it, to the ledger cells
     (``values``, first-charge ``rank``) of its row and their owners' columns; then
-    progress to ``done`` and each resource's ``busy``. Returns the next interval."""
+    progress to ``done`` and each resource's busy time. ``use`` holds those two sums
+    (busy, queueing) per resource with entries, its row ``spot[resource]``. Returns the
+    next interval."""
     n = rate.size
     sharer = np.empty(by_resource.size, dtype=np.int64)  # per resource, its entries'
     share = np.empty(by_resource.size)  # flows and their consumption, in start order
@@ -147,7 +149,7 @@ def advance(
             continue
         lost = elapsed * (1.0 - rate[i] / alone[i])
         waited[i] += lost
-        queueing[b] += lost
+        use[spot[b], 1] += lost
         total = 0.0
         for k in range(first[b], first[b + 1]):
             if sharer[k] != i:
@@ -169,14 +171,15 @@ def advance(
         progress[i] = min(rate[i] * elapsed, 1.0 - done[i])
         done[i] += progress[i]
     for e in range(need.size):
-        busy[resource[e]] += need[e] * progress[flow[e]]
+        use[spot[resource[e]], 0] += need[e] * progress[flow[e]]
     return interval + 1
 
 
-@_kernel("Tuple((i8[::1], i8[::1], i8[::1]))(i8[::1], i8[::1], i8)")
+@_kernel("UniTuple(i8[::1], 5)(i8[::1], i8[::1], i8)")
 def index(count, resource, width):  # pragma: no cover
     """Per entry its flow; the entries by resource, in start order (a stable counting
-    sort); where each resource's entries begin there (``width + 1`` bounds)."""
+    sort); where each resource's entries begin there (``width + 1`` bounds); the
+    resources with entries, and per resource its place among those (-1 for none)."""
     flow = np.empty(resource.size, dtype=np.int64)
     e = 0
     for i in range(count.size):
@@ -186,14 +189,21 @@ def index(count, resource, width):  # pragma: no cover
     first = np.zeros(width + 1, dtype=np.int64)
     for e in range(resource.size):
         first[resource[e] + 1] += 1
+    spot = np.full(width, -1, dtype=np.int64)
+    touched = np.empty(width, dtype=np.int64)
+    used = 0
     for r in range(width):
+        if first[r + 1] > 0:
+            spot[r] = used
+            touched[used] = r
+            used += 1
         first[r + 1] += first[r]
     by_resource = np.empty(resource.size, dtype=np.int64)
     place = first[:-1].copy()
     for e in range(resource.size):
         by_resource[place[resource[e]]] = e
         place[resource[e]] += 1
-    return flow, by_resource, first
+    return flow, by_resource, first, touched[:used].copy(), spot
 
 
 @_kernel("f8(i8, f8[::1], f8[::1])")
@@ -218,3 +228,35 @@ def ending(done, rate):  # pragma: no cover
             out[count] = i
             count += 1
     return out[:count]
+
+
+@_kernel(
+    "Tuple((f8[::1], i8[::1]))(i8[::1], i8[::1], i8[::1], f8[::1], f8[::1], f8[::1], f8[::1],"
+    " f8[::1], f8[::1], f8[::1], f8[::1], i8)"
+)
+def solve(
+    count, flow, resource, need, scale, weight, min_ticks, alone, service, fence, chains, width
+):  # pragma: no cover
+    """``FlowNetwork._fenced_fill``: one fill, or with fence chains an unbounded fill,
+    their bounds stretched by their service loss at those shares, a second fill."""
+    fenced = np.zeros(count.size, dtype=np.bool_)
+    for i in range(count.size):
+        fenced[i] = fence[i] > 0 and count[i] > 0
+    if not fenced.any():
+        return fill(count, flow, resource, need, scale, weight, min_ticks, width)
+    bounds = min_ticks.copy()
+    for i in range(count.size):
+        if fenced[i]:
+            bounds[i] = 0.0
+    rate, first = fill(count, flow, resource, need, scale, weight, bounds, width)
+    for i in range(count.size):
+        if fenced[i]:
+            lost = 0.0
+            if rate[i] > 0 and rate[i] < service[i] * (1 - 1e-9):
+                lost = (1.0 / rate[i] - 1.0 / service[i]) / chains[i]
+            bounds[i] = max(min_ticks[i], fence[i] + lost)
+    rate, bottleneck = fill(count, flow, resource, need, scale, weight, bounds, width)
+    for i in range(count.size):
+        if fenced[i] and bottleneck[i] < 0 and rate[i] < alone[i] * (1 - 1e-9):
+            bottleneck[i] = first[i]  # where its acceptances waited
+    return rate, bottleneck

@@ -251,27 +251,24 @@ class FlowNetwork:
             state = self._arrays()
             if flow_kernels.COMPILED:
                 self._advance_compiled(state, elapsed)
-                self._last = now
-                return
-            self._account(state, elapsed)
-            progress = np.minimum(state.rate * elapsed, 1.0 - state.done)
-            state.done += progress
-            busy = np.zeros(len(state.names))
-            busy[state.touched] = [use.busy for use in state.uses]
-            np.add.at(busy, state.resource, state.need * progress[state.flow])
-            for use, value in zip(state.uses, busy[state.touched].tolist(), strict=True):
-                use.busy = value
+            else:
+                self._account(state, elapsed)
+                progress = np.minimum(state.rate * elapsed, 1.0 - state.done)
+                state.done += progress
+                busy = np.zeros(len(state.names))
+                busy[state.touched] = [use.busy for use in state.uses]
+                np.add.at(busy, state.resource, state.need * progress[state.flow])
+                for use, value in zip(state.uses, busy[state.touched].tolist(), strict=True):
+                    use.busy = value
             for flow, done in zip(state.flows, state.done.tolist(), strict=True):
                 flow.done = done
         self._last = now
 
     def _advance_compiled(self, state: _Active, elapsed: int) -> None:
-        """``_advance`` and ``_account`` in one compiled pass (components/sim/flow_kernels.py)."""
-        width, uses, touched = len(state.names), state.uses, state.touched
-        busy, queueing = np.zeros(width), np.zeros(width)
-        busy[touched] = [use.busy for use in uses]
-        queueing[touched] = [use.queueing for use in uses]
-        ledger = self._ledger
+        """``_advance`` and ``_account`` in one compiled pass (components/sim/flow_kernels.py),
+        on a table of the touched resources' busy and queueing sums."""
+        uses, ledger = state.uses, self._ledger
+        table = np.array([(use.busy, use.queueing) for use in uses], dtype=float).reshape(-1, 2)
         ledger.interval = flow_kernels.advance(
             elapsed,
             state.rate,
@@ -279,8 +276,8 @@ class FlowNetwork:
             state.bottleneck,
             state.done,
             state.waited,
-            busy,
-            queueing,
+            table,
+            state.spot,
             state.flow,
             state.resource,
             state.need,
@@ -292,10 +289,8 @@ class FlowNetwork:
             ledger.rank,
             ledger.interval,
         )
-        for use, b, q in zip(uses, busy[touched].tolist(), queueing[touched].tolist(), strict=True):
-            use.busy, use.queueing = b, q
-        for flow, done in zip(state.flows, state.done.tolist(), strict=True):
-            flow.done = done
+        for use, (busy, queueing) in zip(uses, table.tolist(), strict=True):
+            use.busy, use.queueing = busy, queueing
 
     def _account(self, state: _Active, elapsed: int) -> None:
         """Charge each slowed flow's lost time to its bottleneck and, split by owner in
@@ -328,22 +323,43 @@ class FlowNetwork:
         """Max-min shares, with every fence chain's bound stretched by the slowdown its
         writes' service sees at the shares the flows would take unbounded."""
         state = self._arrays()
-        fenced = np.flatnonzero((state.fence > 0) & (state.count > 0))
-        if not fenced.size:
-            rate, bottleneck = self._fill(state, state.min_ticks)
+        if flow_kernels.COMPILED:
+            rate, bottleneck = flow_kernels.solve(
+                state.count,
+                state.flow,
+                state.resource,
+                state.need,
+                state.scale,
+                state.weight,
+                state.min_ticks,
+                state.alone,
+                state.service,
+                state.fence,
+                state.chains,
+                len(state.names),
+            )
         else:
-            bounds = state.min_ticks.copy()
-            bounds[fenced] = 0.0
-            rate, first = self._fill(state, bounds)
-            bounds[fenced] = self._fence_caps(state, fenced, rate)
-            rate, bottleneck = self._fill(state, bounds)
-            restore = fenced[
-                (bottleneck[fenced] < 0) & (rate[fenced] < state.alone[fenced] * (1 - 1e-9))
-            ]
-            bottleneck[restore] = first[restore]  # where its acceptances waited
+            rate, bottleneck = self._fenced_fill(state)
         state.rate[:], state.bottleneck[:] = rate, bottleneck
         for flow, value in zip(state.flows, rate.tolist(), strict=True):
             flow.rate = value
+
+    def _fenced_fill(self, state: _Active) -> tuple[np.ndarray, np.ndarray]:
+        """Rates and bottlenecks: one fill, or, with fence chains, an unbounded fill that
+        sets their bounds (``_fence_caps``) and a second fill under those bounds."""
+        fenced = np.flatnonzero((state.fence > 0) & (state.count > 0))
+        if not fenced.size:
+            return self._fill(state, state.min_ticks)
+        bounds = state.min_ticks.copy()
+        bounds[fenced] = 0.0
+        rate, first = self._fill(state, bounds)
+        bounds[fenced] = self._fence_caps(state, fenced, rate)
+        rate, bottleneck = self._fill(state, bounds)
+        restore = fenced[
+            (bottleneck[fenced] < 0) & (rate[fenced] < state.alone[fenced] * (1 - 1e-9))
+        ]
+        bottleneck[restore] = first[restore]  # where its acceptances waited
+        return rate, bottleneck
 
     @staticmethod
     def _fence_caps(state: _Active, fenced: np.ndarray, rate: np.ndarray) -> np.ndarray:
@@ -366,17 +382,6 @@ class FlowNetwork:
         (``bounds``; 0 for none) caps it; resources it needs less of are consumed in
         proportion. Each round freezes the flows of the resources that saturate (the
         first by name is a frozen flow's bottleneck) and those at their bound."""
-        if flow_kernels.COMPILED:
-            return flow_kernels.fill(
-                state.count,
-                state.flow,
-                state.resource,
-                state.need,
-                state.scale,
-                state.weight,
-                bounds,
-                len(state.names),
-            )
         n, width = len(state.flows), len(state.names)
         rate, bottleneck = np.zeros(n), np.full(n, -1, dtype=np.int64)
         free = (state.count > 0).nonzero()[0]  # the flows still growing, in order
@@ -596,7 +601,7 @@ class _Active:
         self.names = network._by_rank
         width = len(self.names)
         if flow_kernels.COMPILED:
-            self.flow, self.by_resource, self.first = flow_kernels.index(
+            self.flow, self.by_resource, self.first, self.touched, self.spot = flow_kernels.index(
                 self.count, self.resource, width
             )
         else:
@@ -604,7 +609,7 @@ class _Active:
             self.by_resource = np.argsort(self.resource, kind="stable")
             counts = np.bincount(self.resource, minlength=width)
             self.first = np.concatenate([[0], np.cumsum(counts)])
-        self.touched = np.flatnonzero(self.first[1:] > self.first[:-1])
+            self.touched = np.flatnonzero(counts)
         self.uses = [network.use[self.names[r]] for r in self.touched.tolist()]
         self.distinct: dict[int, bool] = {}  # per resource: its sharers' owners all differ
 
