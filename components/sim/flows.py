@@ -17,9 +17,10 @@ to the resource that froze it and to the flows that shared that resource, in
 proportion to what each consumed of it. Each flow keeps its progress breakpoints, so a
 request at a given position of the stream gets the tick at which it was served.
 
-The solver works on arrays of the active flows (``_Active``) so hundreds of concurrent
-flows cost a few numpy calls per event, with the very floats of per-flow loops
-(docs/architecture.md, "Cost"; tests/test_flows_scale.py).
+The solver works on arrays of the active flows (``_Active``): each step of an event is
+one compiled loop over them (components/sim/flow_kernels.py, numba; numpy calls where
+numba is missing), with the very floats of per-flow loops (docs/architecture.md,
+"Cost"; tests/test_flows_scale.py, tests/test_flow_kernels.py).
 """
 
 from __future__ import annotations
@@ -128,11 +129,12 @@ class FlowNetwork:
     """The active flows and their max-min rates; wakes the engine at completions.
 
     Between membership changes the active flows live in arrays (one entry per flow and
-    resource it needs, in the flows' start order), so every step of an event is a few
-    numpy calls over the active flows instead of Python loops over pairs of them. Every
-    sum is still added in the order the per-flow loops added it (``np.add.at``,
-    ``np.bincount`` and ``np.add.accumulate`` add one term at a time, in index order),
-    so rates, ticks and statistics are the same floats."""
+    resource it needs, in the flows' start order), so every step of an event is one
+    compiled loop (or a few numpy calls) over the active flows instead of Python loops
+    over pairs of them. Every sum is still added in the order the per-flow loops added
+    it (the kernels run those loops; ``np.add.at``, ``np.bincount`` and
+    ``np.add.accumulate`` add one term at a time, in index order), so rates, ticks and
+    statistics are the same floats."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -550,9 +552,10 @@ INTS = ("seq", "count", "bottleneck", "row", "col")
 
 class _Active:
     """The active flows as arrays, kept up to date as flows start and end: per flow
-    (start order) its scalars, rate, progress, lost time and bottleneck; per entry (a flow and one
-    resource it needs, in the order of its needs) the flow, the resource (numbered by
-    name: its rank among every resource seen) and the need; per resource its entries."""
+    (start order, a column of ``reals`` and ``ints``) its scalars, rate, progress, lost
+    time and bottleneck; per entry (a flow and one resource it needs, in the order of
+    its needs) the flow, the resource (numbered by name: its rank among every resource
+    seen) and the need; per resource its entries."""
 
     def __init__(self) -> None:
         self.flows: list[Flow] = []
