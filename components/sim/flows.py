@@ -582,13 +582,6 @@ class _Active:
             self.ids, self.need = self.ids[entries], self.need[entries]
             self.reals = np.compress(keep, self.reals, axis=1)
             self.ints = np.compress(keep, self.ints, axis=1)
-            self._fields()
-        rank = network._rank
-        if self.version != network._version:  # new resources: ranks moved
-            moved = self.bottleneck >= 0
-            self.bottleneck[moved] = rank[self.id_of_rank[self.bottleneck[moved]]]
-            self.id_of_rank = np.argsort(rank)
-            self.version = network._version
         if started:
             self.flows += started
             self.ids = np.concatenate([self.ids, *(f._ids for f in started)])
@@ -597,9 +590,17 @@ class _Active:
             col = network._ledger.col
             ints = [(f._seq, f._ids.size, -1, f._row, col(f.owner)) for f in started]
             # C order, so that each field's row stays contiguous
-            self.reals = np.hstack([self.reals, np.array(reals, dtype=float).T.copy()])
-            self.ints = np.hstack([self.ints, np.array(ints, dtype=np.int64).T.copy()])
-            self._fields()
+            reals = np.array(reals, dtype=float).T.copy()
+            self.reals = np.concatenate([self.reals, reals], axis=1)
+            ints = np.array(ints, dtype=np.int64).T.copy()
+            self.ints = np.concatenate([self.ints, ints], axis=1)
+        self._fields()
+        rank = network._rank
+        if self.version != network._version:  # new resources: ranks moved (not the new flows')
+            moved = self.bottleneck >= 0
+            self.bottleneck[moved] = rank[self.id_of_rank[self.bottleneck[moved]]]
+            self.id_of_rank = np.argsort(rank)
+            self.version = network._version
         self.resource = rank[self.ids]
         self.names = network._by_rank
         width = len(self.names)
