@@ -3,9 +3,11 @@
 Every interval, each slowed flow splits its lost time over the other flows on its
 bottleneck, by owner. Kept as Python dicts that is one dict update per pair of flows
 per event (quadratic in the flows); here the running sums live in one matrix (a row
-per active flow, a column per owner) and each interval adds all its pairs in a few
-numpy calls. The additions happen one by one in the order the dicts would have seen
-them (``np.add.at`` is unbuffered and in index order), so every sum is the same float;
+per active flow, a column per owner) and each interval adds all its pairs in one
+compiled loop (``advance`` in components/sim/flow_kernels.py) or, without numba, a few
+numpy calls (``charge``). The additions happen one by one in the order the dicts would
+have seen them (``np.add.at`` is unbuffered and in index order), so every sum is the
+same float;
 a cell not charged yet holds -1 (sums are never negative) and a rank per cell
 remembers the order in which the dict would have gained its keys. Row 0 is scratch:
 a flow's own place among the sharers of its bottleneck is charged there.

@@ -1,12 +1,13 @@
-"""Compiled loops of the flow solver (components/sim/flows.py): filling and accounting.
+"""Compiled loops of the flow solver (components/sim/flows.py): accounting and progress,
+filling, the completion and wake-up scans, the entries' index.
 
-Each is the list solver's loop (tests/flows_oracle.py) over the active arrays, so every
-sum is added in the order it adds it, one term at a time, and the floats are the same;
-numpy needs a dozen calls per filling round and a matrix per bottleneck to get there,
-where these take one call per event. Compiled with numba when the module is imported
-(explicit signatures, cached on disk: later runs load them), so no run pays a compile
-mid-simulation. Without numba (``COMPILED`` False) flows.py uses its numpy definitions,
-which tests/test_flow_kernels.py checks these against.
+Each runs the list solver's loop (tests/flows_oracle.py) over the active arrays, so
+every sum is added in the order it adds it, one term at a time, and the floats are the
+same; numpy needs a dozen calls per filling round and a matrix per bottleneck to get
+there, where these take one call per step of an event. Compiled with numba when the
+module is imported (explicit signatures, cached on disk: later runs load them), so no
+run pays a compile mid-simulation. Without numba (``COMPILED`` False) flows.py uses its
+numpy definitions, which tests/test_flow_kernels.py checks these against.
 """
 
 from __future__ import annotations
