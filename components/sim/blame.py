@@ -3,9 +3,11 @@
 Every interval, each slowed flow splits its lost time over the other flows on its
 bottleneck, by owner. Kept as Python dicts that is one dict update per pair of flows
 per event (quadratic in the flows); here the running sums live in one matrix (a row
-per active flow, a column per owner) and each interval adds all its pairs in a few
-numpy calls. The additions happen one by one in the order the dicts would have seen
-them (``np.add.at`` is unbuffered and in index order), so every sum is the same float;
+per active flow, a column per owner) and each interval adds all its pairs in one
+compiled loop (``advance`` in components/sim/flow_kernels.py) or, without numba, a few
+numpy calls (``charge``). The additions happen one by one in the order the dicts would
+have seen them (``np.add.at`` is unbuffered and in index order), so every sum is the
+same float;
 a cell not charged yet holds -1 (sums are never negative) and a rank per cell
 remembers the order in which the dict would have gained its keys. Row 0 is scratch:
 a flow's own place among the sharers of its bottleneck is charged there.
@@ -27,10 +29,8 @@ class WaitLedger:
 
     def __init__(self, live: Callable[[], set], rows: int = 64, cols: int = 64) -> None:
         self.live = live  # the owners of the active flows, whose columns stay
-        # owner-major (a column of the ledger is a row here): an interval's charges to
-        # one owner's sharer land on nearby cells
-        self.values = np.full((cols, rows), NEVER)
-        self.rank = np.full((cols, rows), UNSEEN, dtype=np.int64)
+        self.values = np.full((rows, cols), NEVER)  # a flow's sums side by side
+        self.rank = np.full((rows, cols), UNSEEN, dtype=np.int64)
         self.free_rows = list(range(rows - 1, 0, -1))
         self.col_of: dict[object, int] = {}
         self.owner_at: list[object] = [None] * cols
@@ -40,25 +40,25 @@ class WaitLedger:
     def open(self, seed: dict) -> int:
         """A row for a starting flow, holding what it had already waited on."""
         if not self.free_rows:
-            cols, rows = self.values.shape
-            self.values = np.hstack([self.values, np.full((cols, rows), NEVER)])
-            self.rank = np.hstack([self.rank, np.full((cols, rows), UNSEEN, dtype=np.int64)])
+            rows, cols = self.values.shape
+            self.values = np.vstack([self.values, np.full((rows, cols), NEVER)])
+            self.rank = np.vstack([self.rank, np.full((rows, cols), UNSEEN, dtype=np.int64)])
             self.free_rows = list(range(2 * rows - 1, rows - 1, -1))
         row = self.free_rows.pop()
         for order, (owner, lost) in enumerate(seed.items()):
             col = self.col(owner)
-            self.values[col, row] = lost
-            self.rank[col, row] = order - len(seed)  # before anything charged later
+            self.values[row, col] = lost
+            self.rank[row, col] = order - len(seed)  # before anything charged later
         return row
 
     def close(self, row: int) -> dict:
         """The row as a dict in first-charged order; frees the row."""
-        cols = np.flatnonzero(self.rank[:, row] != UNSEEN)
-        cols = cols[np.argsort(self.rank[cols, row], kind="stable")]
-        sums = self.values[cols, row].tolist()
+        cols = np.flatnonzero(self.rank[row] != UNSEEN)
+        cols = cols[np.argsort(self.rank[row, cols], kind="stable")]
+        sums = self.values[row, cols].tolist()
         out = {self.owner_at[c]: v for c, v in zip(cols.tolist(), sums, strict=True)}
-        self.values[:, row] = NEVER
-        self.rank[:, row] = UNSEEN
+        self.values[row] = NEVER
+        self.rank[row] = UNSEEN
         self.free_rows.append(row)
         return out
 
@@ -69,15 +69,15 @@ class WaitLedger:
         if col is not None:
             return col
         if not self.free_cols:
-            held, live = (self.rank[:, 1:] != UNSEEN).any(axis=1), self.live()
+            held, live = (self.rank[1:] != UNSEEN).any(axis=0), self.live()
             for other, c in list(self.col_of.items()):
                 if not held[c] and other not in live:
                     del self.col_of[other]
                     self.free_cols.append(c)
         if not self.free_cols:
-            cols, rows = self.values.shape
-            self.values = np.vstack([self.values, np.full((cols, rows), NEVER)])
-            self.rank = np.vstack([self.rank, np.full((cols, rows), UNSEEN, dtype=np.int64)])
+            rows, cols = self.values.shape
+            self.values = np.hstack([self.values, np.full((rows, cols), NEVER)])
+            self.rank = np.hstack([self.rank, np.full((rows, cols), UNSEEN, dtype=np.int64)])
             self.owner_at += [None] * cols
             self.free_cols = list(range(2 * cols - 1, cols - 1, -1))
         col = self.free_cols.pop()
@@ -122,7 +122,7 @@ class WaitLedger:
             own = (at, np.arange(rows.size))
         np.multiply(others, lost, out=others)
         terms = np.divide(others, total, out=others)  # lost * share / total, as written
-        flat = cols[:, None] * self.values.shape[1] + rows
+        flat = rows * self.values.shape[1] + cols[:, None]
         flat[own] = 0  # the scratch cell
         values = self.values.reshape(-1)
         before = values[flat]

@@ -17,9 +17,10 @@ to the resource that froze it and to the flows that shared that resource, in
 proportion to what each consumed of it. Each flow keeps its progress breakpoints, so a
 request at a given position of the stream gets the tick at which it was served.
 
-The solver works on arrays of the active flows (``_Active``) so hundreds of concurrent
-flows cost a few numpy calls per event, with the very floats of per-flow loops
-(docs/architecture.md, "Cost"; tests/test_flows_scale.py).
+The solver works on arrays of the active flows (``_Active``): each step of an event is
+one compiled loop over them (components/sim/flow_kernels.py, numba; numpy calls where
+numba is missing), with the very floats of per-flow loops (docs/architecture.md,
+"Cost"; tests/test_flows_scale.py, tests/test_flow_kernels.py).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from components.sim import flow_kernels
 from components.sim.blame import WaitLedger
 from components.sim.engine import Engine
 
@@ -127,11 +129,12 @@ class FlowNetwork:
     """The active flows and their max-min rates; wakes the engine at completions.
 
     Between membership changes the active flows live in arrays (one entry per flow and
-    resource it needs, in the flows' start order), so every step of an event is a few
-    numpy calls over the active flows instead of Python loops over pairs of them. Every
-    sum is still added in the order the per-flow loops added it (``np.add.at``,
-    ``np.bincount`` and ``np.add.accumulate`` add one term at a time, in index order),
-    so rates, ticks and statistics are the same floats."""
+    resource it needs, in the flows' start order), so every step of an event is one
+    compiled loop (or a few numpy calls) over the active flows instead of Python loops
+    over pairs of them. Every sum is still added in the order the per-flow loops added
+    it (the kernels run those loops; ``np.add.at``, ``np.bincount`` and
+    ``np.add.accumulate`` add one term at a time, in index order), so rates, ticks and
+    statistics are the same floats."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -248,17 +251,48 @@ class FlowNetwork:
         elapsed = now - self._last
         if elapsed > 0 and self.active:
             state = self._arrays()
-            self._account(state, elapsed)
-            progress = np.minimum(state.rate * elapsed, 1.0 - state.done)
-            state.done += progress
-            busy = np.zeros(len(state.names))
-            busy[state.touched] = [use.busy for use in state.uses]
-            np.add.at(busy, state.resource, state.need * progress[state.flow])
-            for use, value in zip(state.uses, busy[state.touched].tolist(), strict=True):
-                use.busy = value
+            if flow_kernels.COMPILED:
+                self._advance_compiled(state, elapsed)
+            else:
+                self._account(state, elapsed)
+                progress = np.minimum(state.rate * elapsed, 1.0 - state.done)
+                state.done += progress
+                busy = np.zeros(len(state.names))
+                busy[state.touched] = [use.busy for use in state.uses]
+                np.add.at(busy, state.resource, state.need * progress[state.flow])
+                for use, value in zip(state.uses, busy[state.touched].tolist(), strict=True):
+                    use.busy = value
             for flow, done in zip(state.flows, state.done.tolist(), strict=True):
                 flow.done = done
         self._last = now
+
+    def _advance_compiled(self, state: _Active, elapsed: int) -> None:
+        """``_advance`` and ``_account`` in one compiled pass (components/sim/flow_kernels.py),
+        on a table of the touched resources' busy and queueing sums."""
+        uses, ledger = state.uses, self._ledger
+        table = np.array([(use.busy, use.queueing) for use in uses], dtype=float).reshape(-1, 2)
+        ledger.interval = flow_kernels.advance(
+            elapsed,
+            state.rate,
+            state.alone,
+            state.bottleneck,
+            state.done,
+            state.waited,
+            table,
+            state.spot,
+            state.flow,
+            state.resource,
+            state.need,
+            state.by_resource,
+            state.first,
+            state.row,
+            state.col,
+            ledger.values,
+            ledger.rank,
+            ledger.interval,
+        )
+        for use, (busy, queueing) in zip(uses, table.tolist(), strict=True):
+            use.busy, use.queueing = busy, queueing
 
     def _account(self, state: _Active, elapsed: int) -> None:
         """Charge each slowed flow's lost time to its bottleneck and, split by owner in
@@ -291,22 +325,43 @@ class FlowNetwork:
         """Max-min shares, with every fence chain's bound stretched by the slowdown its
         writes' service sees at the shares the flows would take unbounded."""
         state = self._arrays()
+        if flow_kernels.COMPILED:
+            rate, bottleneck = flow_kernels.solve(
+                state.count,
+                state.flow,
+                state.resource,
+                state.need,
+                state.scale,
+                state.weight,
+                state.min_ticks,
+                state.alone,
+                state.service,
+                state.fence,
+                state.chains,
+                len(state.names),
+            )
+        else:
+            rate, bottleneck = self._fenced_fill(state)
+        state.rate[:], state.bottleneck[:] = rate, bottleneck
+        for flow, value in zip(state.flows, rate.tolist(), strict=True):
+            flow.rate = value
+
+    def _fenced_fill(self, state: _Active) -> tuple[np.ndarray, np.ndarray]:
+        """Rates and bottlenecks: one fill, or, with fence chains, an unbounded fill that
+        sets their bounds (``_fence_caps``) and a second fill under those bounds."""
         fenced = np.flatnonzero((state.fence > 0) & (state.count > 0))
         if not fenced.size:
-            state.rate, state.bottleneck = self._fill(state, state.min_ticks)
-        else:
-            bounds = state.min_ticks.copy()
-            bounds[fenced] = 0.0
-            rate, first = self._fill(state, bounds)
-            bounds[fenced] = self._fence_caps(state, fenced, rate)
-            state.rate, state.bottleneck = self._fill(state, bounds)
-            restore = fenced[
-                (state.bottleneck[fenced] < 0)
-                & (state.rate[fenced] < state.alone[fenced] * (1 - 1e-9))
-            ]
-            state.bottleneck[restore] = first[restore]  # where its acceptances waited
-        for flow, rate in zip(state.flows, state.rate.tolist(), strict=True):
-            flow.rate = rate
+            return self._fill(state, state.min_ticks)
+        bounds = state.min_ticks.copy()
+        bounds[fenced] = 0.0
+        rate, first = self._fill(state, bounds)
+        bounds[fenced] = self._fence_caps(state, fenced, rate)
+        rate, bottleneck = self._fill(state, bounds)
+        restore = fenced[
+            (bottleneck[fenced] < 0) & (rate[fenced] < state.alone[fenced] * (1 - 1e-9))
+        ]
+        bottleneck[restore] = first[restore]  # where its acceptances waited
+        return rate, bottleneck
 
     @staticmethod
     def _fence_caps(state: _Active, fenced: np.ndarray, rate: np.ndarray) -> np.ndarray:
@@ -408,11 +463,14 @@ class FlowNetwork:
         if not self.active:
             return None
         state = self._arrays()
-        with np.errstate(divide="ignore", invalid="ignore"):
-            due = np.ceil((1.0 - state.done) / state.rate - 1e-6)
-        due = np.where(state.rate > 0, now + due, np.inf)
-        due[state.done >= 1.0 - EPSILON] = now
-        wake = np.minimum.reduce(due)
+        if flow_kernels.COMPILED:
+            wake = flow_kernels.soonest(now, state.done, state.rate)
+        else:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                due = np.ceil((1.0 - state.done) / state.rate - 1e-6)
+            due = np.where(state.rate > 0, now + due, np.inf)
+            due[state.done >= 1.0 - EPSILON] = now
+            wake = np.minimum.reduce(due)
         for flow, nearest in self._marked.items():  # the nearest milestone is due first
             wake = min(wake, self._due(flow, nearest, now))
         if math.isinf(wake):
@@ -425,10 +483,13 @@ class FlowNetwork:
         if not self.active:
             return
         state = self._arrays()
-        with np.errstate(divide="ignore"):
-            remaining = np.where(state.rate > 0, (1.0 - state.done) / state.rate, np.inf)
-        ending = (remaining < 1.0) | (state.done >= 1.0 - EPSILON)
-        ends = [state.flows[i] for i in ending.nonzero()[0].tolist()]
+        if flow_kernels.COMPILED:
+            ending = flow_kernels.ending(state.done, state.rate)
+        else:
+            with np.errstate(divide="ignore"):
+                remaining = np.where(state.rate > 0, (1.0 - state.done) / state.rate, np.inf)
+            ending = ((remaining < 1.0) | (state.done >= 1.0 - EPSILON)).nonzero()[0]
+        ends = [state.flows[i] for i in ending.tolist()]
         reached = [f for f, nearest in self._marked.items() if f.done >= nearest - 1e-9]
         visit = sorted({*ends, *reached}, key=_start_order) if reached else ends
         self._completing = visit
@@ -484,23 +545,32 @@ def _start_order(flow: Flow) -> int:
     return flow._seq
 
 
+REALS = ("scale", "weight", "min_ticks", "alone", "service", "fence", "chains")
+REALS += ("rate", "done", "waited")
+INTS = ("seq", "count", "bottleneck", "row", "col")
+
+
 class _Active:
     """The active flows as arrays, kept up to date as flows start and end: per flow
-    (start order) its scalars, rate, progress, lost time and bottleneck; per entry (a flow and one
-    resource it needs, in the order of its needs) the flow, the resource (numbered by
-    name: its rank among every resource seen) and the need; per resource its entries."""
+    (start order, a column of ``reals`` and ``ints``) its scalars, rate, progress, lost
+    time and bottleneck; per entry (a flow and one resource it needs, in the order of
+    its needs) the flow, the resource (numbered by name: its rank among every resource
+    seen) and the need; per resource its entries."""
 
     def __init__(self) -> None:
         self.flows: list[Flow] = []
-        self.seq = np.zeros(0, dtype=np.int64)
-        self.count = np.zeros(0, dtype=np.int64)
-        self.static = np.zeros((0, 7))
-        self.rate, self.done, self.waited = np.zeros(0), np.zeros(0), np.zeros(0)
-        self.bottleneck = np.zeros(0, dtype=np.int64)  # rank, -1 for none
-        self.row, self.col = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        self.reals = np.zeros((len(REALS), 0))  # a row per field, a column per flow
+        self.ints = np.zeros((len(INTS), 0), dtype=np.int64)
         self.ids, self.need = np.zeros(0, dtype=np.int64), np.zeros(0)
         self.version = 0
         self.id_of_rank = np.zeros(0, dtype=np.int64)
+        self._fields()
+
+    def _fields(self) -> None:
+        """Name the rows of the tables (contiguous views, which the kernels take)."""
+        (self.scale, self.weight, self.min_ticks, self.alone, self.service) = self.reals[:5]
+        self.fence, self.chains, self.rate, self.done, self.waited = self.reals[5:]
+        self.seq, self.count, self.bottleneck, self.row, self.col = self.ints
 
     def update(self, network: FlowNetwork, ended: list[int], started: list[Flow]) -> None:
         """Drop the flows numbered ``ended``, append ``started``; renumber resources."""
@@ -510,38 +580,40 @@ class _Active:
             entries = np.repeat(keep, self.count)
             self.flows = [f for f, k in zip(self.flows, keep.tolist(), strict=True) if k]
             self.ids, self.need = self.ids[entries], self.need[entries]
-            self.seq, self.count, self.static = self.seq[keep], self.count[keep], self.static[keep]
-            self.rate, self.done, self.waited = self.rate[keep], self.done[keep], self.waited[keep]
-            self.bottleneck = self.bottleneck[keep]
-            self.row, self.col = self.row[keep], self.col[keep]
-        rank = network._rank
-        if self.version != network._version:  # new resources: ranks moved
-            moved = self.bottleneck >= 0
-            self.bottleneck[moved] = rank[self.id_of_rank[self.bottleneck[moved]]]
-            self.id_of_rank = np.argsort(rank)
-            self.version = network._version
+            self.reals = np.compress(keep, self.reals, axis=1)
+            self.ints = np.compress(keep, self.ints, axis=1)
         if started:
             self.flows += started
             self.ids = np.concatenate([self.ids, *(f._ids for f in started)])
             self.need = np.concatenate([self.need, *(f._need for f in started)])
-            self.seq = np.append(self.seq, [f._seq for f in started])
-            self.count = np.append(self.count, [f._ids.size for f in started])
-            self.static = np.vstack([self.static, *(f._static for f in started)])
-            self.rate = np.append(self.rate, [f.rate for f in started])
-            self.done = np.append(self.done, [f.done for f in started])
-            self.waited = np.append(self.waited, [f.waited for f in started])
-            self.bottleneck = np.append(self.bottleneck, np.full(len(started), -1))
-            self.row = np.append(self.row, [f._row for f in started])
-            self.col = np.append(self.col, [network._ledger.col(f.owner) for f in started])
-        self.scale, self.weight, self.min_ticks, self.alone, self.service = self.static.T[:5]
-        self.fence, self.chains = self.static[:, 5], self.static[:, 6]
-        self.flow = np.repeat(np.arange(len(self.flows)), self.count)
+            reals = [(*f._static, f.rate, f.done, f.waited) for f in started]
+            col = network._ledger.col
+            ints = [(f._seq, f._ids.size, -1, f._row, col(f.owner)) for f in started]
+            # C order, so that each field's row stays contiguous
+            reals = np.array(reals, dtype=float).T.copy()
+            self.reals = np.concatenate([self.reals, reals], axis=1)
+            ints = np.array(ints, dtype=np.int64).T.copy()
+            self.ints = np.concatenate([self.ints, ints], axis=1)
+        self._fields()
+        rank = network._rank
+        if self.version != network._version:  # new resources: ranks moved (not the new flows')
+            moved = self.bottleneck >= 0
+            self.bottleneck[moved] = rank[self.id_of_rank[self.bottleneck[moved]]]
+            self.id_of_rank = np.argsort(rank)
+            self.version = network._version
         self.resource = rank[self.ids]
         self.names = network._by_rank
         width = len(self.names)
-        self.by_resource = np.argsort(self.resource, kind="stable")
-        self.first = np.concatenate([[0], np.cumsum(np.bincount(self.resource, minlength=width))])
-        self.touched = np.flatnonzero(self.first[1:] > self.first[:-1])
+        if flow_kernels.COMPILED:
+            self.flow, self.by_resource, self.first, self.touched, self.spot = flow_kernels.index(
+                self.count, self.resource, width
+            )
+        else:
+            self.flow = np.repeat(np.arange(len(self.flows)), self.count)
+            self.by_resource = np.argsort(self.resource, kind="stable")
+            counts = np.bincount(self.resource, minlength=width)
+            self.first = np.concatenate([[0], np.cumsum(counts)])
+            self.touched = np.flatnonzero(counts)
         self.uses = [network.use[self.names[r]] for r in self.touched.tolist()]
         self.distinct: dict[int, bool] = {}  # per resource: its sharers' owners all differ
 
