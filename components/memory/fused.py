@@ -1,0 +1,282 @@
+"""Fused compiled kernels: a whole read or write stream analysed in one pass.
+
+kernels.py replaces streams.py's numpy steps one by one, so a stream is still split
+into per-line arrays (request, line, ctrl, local, byte ranges, hits, episodes) that
+the next steps pass over again. The device needs far less than those arrays: per
+controller counts, per media write its line, controller, rank and coverage, per
+request its acceptance. These kernels go from the request addresses to exactly that
+in one pass (and a pass over the episodes), with the same integers and the same float
+operations in the same order as the composed numpy definitions in streams.py, which
+tests/test_memory_kernels.py checks them against. Compiled and cached as kernels.py's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from components.memory.kernels import FULL, SUB_BLOCKS, _kernel, _log2
+
+
+@_kernel
+def _div(x, d, shift):  # pragma: no cover - compiled
+    """x // d for x >= 0, by shifting where d == 2**shift (a division costs ~40 cycles)."""
+    return x >> shift if shift >= 0 else x // d
+
+
+@_kernel
+def _mod(x, d, shift):  # pragma: no cover - compiled
+    """x % d for x >= 0, by masking where d == 2**shift."""
+    return x & (d - 1) if shift >= 0 else x % d
+
+
+@_kernel
+def _place(ln, per_chunk, cshift, controllers, nshift):  # pragma: no cover - compiled
+    """A line's controller and controller-local line (Geometry.ctrl and .local);
+    ``cshift``, ``nshift``: log2 of ``per_chunk`` and ``controllers`` (-1: none)."""
+    if cshift == 0:  # line-interleaved (DRAM channels)
+        return _mod(ln, controllers, nshift), _div(ln, controllers, nshift)
+    chunk = _div(ln, per_chunk, cshift)
+    within = _mod(ln, per_chunk, cshift)
+    local = _div(chunk, controllers, nshift) * per_chunk + within
+    return _mod(chunk, controllers, nshift), local
+
+
+@_kernel
+def _line_span(start, size, unit, ushift):  # pragma: no cover - compiled
+    """First and last line a request of ``size`` bytes at ``start`` touches."""
+    if ushift >= 0:
+        return start >> ushift, (start + size - 1) >> ushift
+    return start // unit, (start + size - 1) // unit
+
+
+@_kernel
+def read_summary(
+    addr, size, unit, per_chunk, controllers, entries, want_lines, want_missed
+):  # pragma: no cover - compiled
+    """A read stream through direct-mapped buffers of ``entries`` lines per controller:
+    per controller its misses and hits (floats counted in access order), line accesses
+    and bytes requested; with ``want_lines`` each access's line, with ``want_missed``
+    the missed accesses' controllers and local lines in access order."""
+    ushift, cshift, nshift = _log2(unit), _log2(per_chunk), _log2(controllers)
+    eshift = _log2(entries)
+    requests = addr.size
+    total = 0
+    if want_lines or want_missed:
+        for i in range(requests):
+            first, last = _line_span(addr[i], size, unit, ushift)
+            total += last - first + 1
+    line = np.empty(total if want_lines else 0, dtype=np.int64)
+    missed_ctrl = np.empty(total if want_missed else 0, dtype=np.int64)
+    missed_local = np.empty(total if want_missed else 0, dtype=np.int64)
+    misses = np.zeros(controllers)
+    hits = np.zeros(controllers)
+    accesses = np.zeros(controllers, dtype=np.int64)
+    requested = np.zeros(controllers)
+    held = np.full(max(controllers * entries, 1), -1, dtype=np.int64)
+    k = 0
+    m = 0
+    for i in range(requests):
+        start = addr[i]
+        first, last = _line_span(start, size, unit, ushift)
+        for ln in range(first, last + 1):
+            c, local = _place(ln, per_chunk, cshift, controllers, nshift)
+            base = ln * unit
+            requested[c] += float(min(start + size, base + unit) - max(start, base))
+            accesses[c] += 1
+            hit = False
+            if entries > 0:
+                s = c * entries + _mod(local, entries, eshift)
+                hit = held[s] == ln
+                held[s] = ln
+            if hit:
+                hits[c] += 1.0
+            else:
+                misses[c] += 1.0
+                if want_missed:
+                    missed_ctrl[m] = c
+                    missed_local[m] = local
+                    m += 1
+            if want_lines:
+                line[k] = ln
+            k += 1
+    return misses, hits, accesses, requested, line, missed_ctrl[:m], missed_local[:m]
+
+
+@_kernel
+def line_writes(addr, size, unit, per_chunk, controllers, entries):  # pragma: no cover
+    """A write stream combined in direct-mapped buffers of ``entries`` (> 0) lines per
+    controller, one media write per episode (a miss and the hits that follow it).
+    Per episode, numbered slot-major as the stable sort by buffer entry numbers them:
+    its line, controller, rank among its controller's episodes by first access, and
+    whether its writes' sub-block masks cover the line. Per line access: its episode's
+    rank and its controller; per request the end of its accesses. Per controller: media
+    writes and partial ones (floats), line accesses, bytes covered (float, access order)."""
+    ushift, cshift, nshift = _log2(unit), _log2(per_chunk), _log2(controllers)
+    eshift = _log2(entries)
+    requests = addr.size
+    total = 0
+    for i in range(requests):
+        first, last = _line_span(addr[i], size, unit, ushift)
+        total += last - first + 1
+    slots = controllers * entries
+    held = np.full(slots, -1, dtype=np.int64)
+    current = np.zeros(slots, dtype=np.int64)  # the slot's open episode
+    runs = np.zeros(slots, dtype=np.int64)
+    placed = np.zeros(controllers, dtype=np.int64)
+    # episodes in first-access order, renumbered slot-major at the end
+    e_line = np.empty(total, dtype=np.int64)
+    e_ctrl = np.empty(total, dtype=np.int64)
+    e_rank = np.empty(total, dtype=np.int64)
+    e_slot = np.empty(total, dtype=np.int64)
+    e_nth = np.empty(total, dtype=np.int64)
+    e_union = np.empty(total, dtype=np.uint64)
+    access_rank = np.empty(total, dtype=np.int64)
+    access_ctrl = np.empty(total, dtype=np.int64)
+    request_end = np.empty(requests, dtype=np.int64)
+    count_c = np.zeros(controllers, dtype=np.int64)
+    covered_c = np.zeros(controllers)
+    sub = unit / SUB_BLOCKS
+    one = np.uint64(1)
+    count = 0
+    k = 0
+    for i in range(requests):
+        start = addr[i]
+        first, last = _line_span(start, size, unit, ushift)
+        for ln in range(first, last + 1):
+            c, local = _place(ln, per_chunk, cshift, controllers, nshift)
+            base = ln * unit
+            lo = max(start, base) - base
+            hi = min(start + size, base + unit) - base
+            lo_blk = np.uint64(np.floor(lo / sub))
+            width = np.uint64(np.ceil(hi / sub)) - lo_blk
+            mask = FULL if width >= SUB_BLOCKS else ((one << width) - one) << lo_blk
+            s = c * entries + _mod(local, entries, eshift)
+            if held[s] == ln:
+                e = current[s]
+            else:
+                e = count
+                count += 1
+                held[s] = ln
+                current[s] = e
+                e_line[e] = ln
+                e_ctrl[e] = c
+                e_rank[e] = placed[c]
+                placed[c] += 1
+                e_slot[e] = s
+                e_nth[e] = runs[s]
+                runs[s] += 1
+                e_union[e] = 0
+            e_union[e] |= mask
+            access_rank[k] = e_rank[e]
+            access_ctrl[k] = c
+            count_c[c] += 1
+            covered_c[c] += float(hi - lo)
+            k += 1
+        request_end[i] = k
+    slot_base = np.empty(slots, dtype=np.int64)
+    e = 0
+    for s in range(slots):
+        slot_base[s] = e
+        e += runs[s]
+    ep_line = np.empty(count, dtype=np.int64)
+    ep_ctrl = np.empty(count, dtype=np.int64)
+    ep_rank = np.empty(count, dtype=np.int64)
+    ep_full = np.empty(count, dtype=np.bool_)
+    for e in range(count):
+        p = slot_base[e_slot[e]] + e_nth[e]
+        ep_line[p] = e_line[e]
+        ep_ctrl[p] = e_ctrl[e]
+        ep_rank[p] = e_rank[e]
+        ep_full[p] = e_union[e] == FULL
+    writes_c = np.zeros(controllers)
+    rmw_c = np.zeros(controllers)
+    for p in range(count):
+        writes_c[ep_ctrl[p]] += 1.0
+        if not ep_full[p]:
+            rmw_c[ep_ctrl[p]] += 1.0
+    return (
+        ep_line,
+        ep_ctrl,
+        ep_rank,
+        ep_full,
+        writes_c,
+        rmw_c,
+        count_c,
+        covered_c,
+        access_rank,
+        access_ctrl,
+        request_end,
+    )
+
+
+@_kernel
+def accept_progress(
+    access_rank, access_ctrl, request_end, head_c, free_c
+):  # pragma: no cover - compiled
+    """Per request: the largest accepted fraction (streams.accepted_fraction) of its
+    line accesses, then the running maximum over the requests whose first access is on
+    the same controller (running_max_per_group's float operations)."""
+    requests = request_end.size
+    best = np.full(head_c.size, -np.inf)
+    out = np.empty(requests)
+    start = 0
+    for i in range(requests):
+        value = -np.inf
+        for k in range(start, request_end[i]):
+            c = access_ctrl[k]
+            fraction = 0.0
+            if head_c[c] > 0:
+                fraction = (access_rank[k] + 1 - free_c[c]) / head_c[c]
+                fraction = min(max(fraction, 0.0), 1.0)
+            if fraction > value:
+                value = fraction
+        g = access_ctrl[start]
+        shift = 2.0 * g
+        shifted = value + shift
+        if shifted > best[g]:
+            best[g] = shifted
+        out[i] = best[g] - shift
+        start = request_end[i]
+    return out
+
+
+@_kernel
+def drain_keys(rank, ctrl, head_c, total_c, free_c):  # pragma: no cover - compiled
+    """Per media write, its drain position: (rank + 1) / head within the visible flow,
+    past its ``head`` writes 1 + the share of the drain (MemoryDevice._posted)."""
+    key = np.empty(rank.size)
+    for e in range(rank.size):
+        c = ctrl[e]
+        head = head_c[c]
+        if rank[e] + 1 <= head:
+            key[e] = (rank[e] + 1) / head if head > 0 else 1.0
+        else:
+            key[e] = 1.0 + (rank[e] + 1 - head) / max(min(total_c[c], free_c[c]), 1.0)
+    return key
+
+
+@_kernel
+def held_max(waiting, keys, line, stalled):  # pragma: no cover - compiled
+    """streams.held_by and the largest key of the held accesses in one pass: marks the
+    accesses whose line ``waiting`` (sorted) holds in ``stalled``; returns whether any
+    is and the largest of their keys."""
+    size = waiting.size
+    found = False
+    best = -np.inf
+    for i in range(line.size):
+        target = line[i]
+        lo = 0
+        hi = size
+        while lo < hi:  # np.searchsorted(side="left")
+            mid = (lo + hi) >> 1
+            if waiting[mid] < target:
+                lo = mid + 1
+            else:
+                hi = mid
+        idx = min(lo, size - 1)
+        if waiting[idx] == target:
+            stalled[i] = True
+            found = True
+            if keys[idx] > best:
+                best = keys[idx]
+    return found, best
