@@ -92,8 +92,9 @@ def digest_reads(
 
 @dataclass(frozen=True)
 class WriteDigest:
-    """A buffered write stream: per media write (episode) its line, controller, rank
-    among its controller's writes and full coverage; per controller media writes and
+    """A write stream: per media write (episode; buffered: in the order of their first
+    accesses) its line, controller, rank among its controller's writes and full
+    coverage; per controller media writes and
     RMW reads (floats), line accesses and bytes covered (float). ``accept``: per
     request, the progress at which the WPQ accepts it."""
 
@@ -137,13 +138,17 @@ def digest_writes(
     lines = split_lines(addr, size, geometry, buffer_lines, write_queue, True)
     episodes = write_episodes(lines, unit)
     ends = np.r_[np.flatnonzero(lines.request[1:] != lines.request[:-1]) + 1, lines.line.size]
+    by_first = slice(None)  # WPQ merges have no fused kernel to match
+    if buffer_lines:  # the fused kernel's episode order (no use depends on it)
+        by_first = np.argsort(np.unique(lines.episode, return_index=True)[1])
+    ctrl, full = episodes.ctrl[by_first], episodes.full[by_first]
     return WriteDigest(
-        episodes.line,
-        episodes.ctrl,
-        episodes.rank,
-        episodes.full,
-        np.bincount(episodes.ctrl, minlength=n).astype(float),
-        np.bincount(episodes.ctrl, weights=~episodes.full, minlength=n),
+        episodes.line[by_first],
+        ctrl,
+        episodes.rank[by_first],
+        full,
+        np.bincount(ctrl, minlength=n).astype(float),
+        np.bincount(ctrl, weights=~full, minlength=n),
         np.bincount(lines.ctrl, minlength=n),
         np.bincount(lines.ctrl, weights=lines.hi - lines.lo, minlength=n),
         episodes.rank[lines.episode],

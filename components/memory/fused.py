@@ -106,13 +106,17 @@ def read_summary(
 def line_writes(addr, size, unit, per_chunk, controllers, entries):  # pragma: no cover
     """A write stream combined in direct-mapped buffers of ``entries`` (> 0) lines per
     controller, one media write per episode (a miss and the hits that follow it).
-    Per episode, numbered slot-major as the stable sort by buffer entry numbers them:
-    its line, controller, rank among its controller's episodes by first access, and
-    whether its writes' sub-block masks cover the line. Per line access: its episode's
-    rank and its controller; per request the end of its accesses. Per controller: media
-    writes and partial ones (floats), line accesses, bytes covered (float, access order)."""
+    Per episode, in the order of their first accesses: its line, controller, rank among
+    its controller's episodes and whether its writes' sub-block masks cover the line.
+    Per controller: media writes and partial ones (floats), line accesses and bytes
+    covered (float, access order). Per line access its episode's rank and its
+    controller, per request the end of its accesses."""
     ushift, cshift, nshift = _log2(unit), _log2(per_chunk), _log2(controllers)
     eshift = _log2(entries)
+    whole = unit % SUB_BLOCKS == 0  # integer sub-blocks: the float quotients are exact
+    sub = unit / SUB_BLOCKS
+    sub_int = unit // SUB_BLOCKS
+    sshift = _log2(sub_int)
     requests = addr.size
     total = 0
     for i in range(requests):
@@ -121,21 +125,16 @@ def line_writes(addr, size, unit, per_chunk, controllers, entries):  # pragma: n
     slots = controllers * entries
     held = np.full(slots, -1, dtype=np.int64)
     current = np.zeros(slots, dtype=np.int64)  # the slot's open episode
-    runs = np.zeros(slots, dtype=np.int64)
     placed = np.zeros(controllers, dtype=np.int64)
-    # episodes in first-access order, renumbered slot-major at the end
-    e_line = np.empty(total, dtype=np.int64)
-    e_ctrl = np.empty(total, dtype=np.int64)
-    e_rank = np.empty(total, dtype=np.int64)
-    e_slot = np.empty(total, dtype=np.int64)
-    e_nth = np.empty(total, dtype=np.int64)
-    e_union = np.empty(total, dtype=np.uint64)
+    ep_line = np.empty(total, dtype=np.int64)
+    ep_ctrl = np.empty(total, dtype=np.int64)
+    ep_rank = np.empty(total, dtype=np.int64)
+    union = np.empty(total, dtype=np.uint64)
     access_rank = np.empty(total, dtype=np.int64)
     access_ctrl = np.empty(total, dtype=np.int64)
     request_end = np.empty(requests, dtype=np.int64)
     count_c = np.zeros(controllers, dtype=np.int64)
     covered_c = np.zeros(controllers)
-    sub = unit / SUB_BLOCKS
     one = np.uint64(1)
     count = 0
     k = 0
@@ -147,8 +146,13 @@ def line_writes(addr, size, unit, per_chunk, controllers, entries):  # pragma: n
             base = ln * unit
             lo = max(start, base) - base
             hi = min(start + size, base + unit) - base
-            lo_blk = np.uint64(np.floor(lo / sub))
-            width = np.uint64(np.ceil(hi / sub)) - lo_blk
+            if whole:
+                lo_blk = np.uint64(_div(lo, sub_int, sshift))
+                hi_blk = np.uint64(_div(hi + sub_int - 1, sub_int, sshift))
+            else:
+                lo_blk = np.uint64(np.floor(lo / sub))
+                hi_blk = np.uint64(np.ceil(hi / sub))
+            width = hi_blk - lo_blk
             mask = FULL if width >= SUB_BLOCKS else ((one << width) - one) << lo_blk
             s = c * entries + _mod(local, entries, eshift)
             if held[s] == ln:
@@ -158,47 +162,31 @@ def line_writes(addr, size, unit, per_chunk, controllers, entries):  # pragma: n
                 count += 1
                 held[s] = ln
                 current[s] = e
-                e_line[e] = ln
-                e_ctrl[e] = c
-                e_rank[e] = placed[c]
+                ep_line[e] = ln
+                ep_ctrl[e] = c
+                ep_rank[e] = placed[c]
                 placed[c] += 1
-                e_slot[e] = s
-                e_nth[e] = runs[s]
-                runs[s] += 1
-                e_union[e] = 0
-            e_union[e] |= mask
-            access_rank[k] = e_rank[e]
+                union[e] = 0
+            union[e] |= mask
+            access_rank[k] = ep_rank[e]
             access_ctrl[k] = c
             count_c[c] += 1
             covered_c[c] += float(hi - lo)
             k += 1
         request_end[i] = k
-    slot_base = np.empty(slots, dtype=np.int64)
-    e = 0
-    for s in range(slots):
-        slot_base[s] = e
-        e += runs[s]
-    ep_line = np.empty(count, dtype=np.int64)
-    ep_ctrl = np.empty(count, dtype=np.int64)
-    ep_rank = np.empty(count, dtype=np.int64)
-    ep_full = np.empty(count, dtype=np.bool_)
-    for e in range(count):
-        p = slot_base[e_slot[e]] + e_nth[e]
-        ep_line[p] = e_line[e]
-        ep_ctrl[p] = e_ctrl[e]
-        ep_rank[p] = e_rank[e]
-        ep_full[p] = e_union[e] == FULL
+    full = np.empty(count, dtype=np.bool_)
     writes_c = np.zeros(controllers)
     rmw_c = np.zeros(controllers)
-    for p in range(count):
-        writes_c[ep_ctrl[p]] += 1.0
-        if not ep_full[p]:
-            rmw_c[ep_ctrl[p]] += 1.0
+    for e in range(count):
+        full[e] = union[e] == FULL
+        writes_c[ep_ctrl[e]] += 1.0
+        if not full[e]:
+            rmw_c[ep_ctrl[e]] += 1.0
     return (
-        ep_line,
-        ep_ctrl,
-        ep_rank,
-        ep_full,
+        ep_line[:count],
+        ep_ctrl[:count],
+        ep_rank[:count],
+        full,
         writes_c,
         rmw_c,
         count_c,
