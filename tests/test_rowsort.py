@@ -8,18 +8,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workloads import rowsort
+from workloads import compiled, rowsort
 
-pytestmark = pytest.mark.skipif(not rowsort.COMPILED, reason="numba not installed")
+pytestmark = pytest.mark.skipif(not compiled.COMPILED, reason="numba not installed")
 
 
 def _numpy(call):
     """``call()`` with the kernels switched off (a fresh install without numba)."""
-    rowsort.COMPILED = False
+    compiled.COMPILED = False
     try:
         return call()
     finally:
-        rowsort.COMPILED = True
+        compiled.COMPILED = True
 
 
 @settings(max_examples=200, deadline=None)

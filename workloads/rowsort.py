@@ -13,22 +13,12 @@ from __future__ import annotations
 
 import numpy as np
 
-try:
-    from numba import njit
-except ImportError:  # without numba: the numpy definitions
-    COMPILED = False
-else:
-    COMPILED = True
+from workloads import compiled
 
 DIGIT_BITS = 11
 
 
-def _kernel(function):
-    """The function compiled where numba is available, else left as Python."""
-    return njit(cache=True, nogil=True)(function) if COMPILED else function
-
-
-@_kernel
+@compiled.kernel
 def _radix_unique_counts(values, passes):  # pragma: no cover - compiled
     """Sorted distinct values and their counts by LSD radix sort of ``passes`` digits."""
     size = values.size
@@ -67,7 +57,7 @@ def _radix_unique_counts(values, passes):  # pragma: no cover - compiled
     return unique, counts
 
 
-@_kernel
+@compiled.kernel
 def _merge_slots(previous, unique):  # pragma: no cover - compiled
     """np.searchsorted(previous, unique) for sorted ``unique``, by one merge; clipped
     to the last index, and whether previous holds the value there."""
@@ -86,7 +76,7 @@ def _merge_slots(previous, unique):  # pragma: no cover - compiled
 
 def unique_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The sorted distinct values and how often each occurs."""
-    if COMPILED and values.size and values.dtype == np.int64 and int(values.min()) >= 0:
+    if compiled.COMPILED and values.size and values.dtype == np.int64 and int(values.min()) >= 0:
         bits = max(int(values.max()).bit_length(), 1)
         return _radix_unique_counts(values, -(-bits // DIGIT_BITS))
     ordered = np.sort(values)
@@ -99,7 +89,7 @@ def unique_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def previous_slots(previous: np.ndarray, unique: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For each of the sorted distinct ``unique``: its index in the sorted, non-empty
     ``previous`` (np.searchsorted's, clipped to the last) and whether it is there."""
-    if COMPILED and previous.dtype == unique.dtype == np.int64:
+    if compiled.COMPILED and previous.size and previous.dtype == unique.dtype == np.int64:
         return _merge_slots(previous, unique)
     slot = np.minimum(np.searchsorted(previous, unique), previous.size - 1)
     return slot, previous[slot] == unique
