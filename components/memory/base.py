@@ -127,6 +127,13 @@ class MemStream:
 
 
 _NOTHING = np.empty(0, dtype=np.int64)
+
+
+def _no_accept() -> np.ndarray:
+    """A drained stream's acceptance: its per-request arrays are gone."""
+    return _NOTHING
+
+
 MAX_MODULES_PER_CONTROLLER = 8
 """Modules (DIMMs, drives) one controller may front: a DDR channel takes 2-3 DIMMs, an
 NVMe controller one drive; 8 is generous, and a tinier module_capacity would model
@@ -136,18 +143,20 @@ thousands of modules (and their idle power) for tables of any size."""
 class WriteStream:
     """A write stream's acceptance, persistence and drain, followed as its flows run.
 
-    ``accept``: per request, the progress of the requester-visible flow at which the
-    WPQ has room for it; ``issue``: the ticks after the stream's start before its window
-    lets the requester issue it; ``key``: per media write (``lines``), its drain position
-    (in (0, 1] within the visible flow, in (1, 2] within the drain flow that follows)."""
+    ``accept``: computes, per request, the progress of the requester-visible flow at
+    which the WPQ has room for it (asked for only when a flow stops early or someone
+    listens for persist ticks); ``issue_step``: the ticks between requests its window
+    lets the requester issue on an idle device; ``key``: per media write (``lines``),
+    its drain position (in (0, 1] within the visible flow, in (1, 2] within the drain
+    flow that follows)."""
 
     def __init__(
         self,
         device: MemoryDevice,
         addresses: np.ndarray,
         size: int,
-        accept: np.ndarray,
-        issue: np.ndarray,
+        accept: Callable[[], np.ndarray],
+        issue_step: float,
         lines: np.ndarray,
         key: np.ndarray,
         drain_needs: dict[str, float],
@@ -160,7 +169,7 @@ class WriteStream:
         self.window = window  # the requester's outstanding requests (inf: no bound)
         self.writes, self.per_write = writes, per_write  # per controller: media writes, ticks
         self.held = writes - visible  # per controller, writes that wait in the WPQ to drain
-        self.accept, self.issue, self.lines, self.key = accept, issue, lines, key
+        self.accept, self.issue_step, self.lines, self.key = accept, issue_step, lines, key
         self.span = (int(lines.min()), int(lines.max())) if lines.size else (0, -1)
         self.drain = Flow(drain_needs, label=f"{device.path}.drain")
         self.visible: Flow | None = None
@@ -230,27 +239,19 @@ class WriteStream:
         return self.device._by_resource(reached - progress * whole)
 
     def _accepted(self, flow: Flow) -> None:
-        """Persist ticks from the visible flow's progress; hand over to the drain. A
-        flow stopped early (its window closed) wrote only the requests it reached."""
-        reached = self.accept <= flow.done + 1e-9
-        self.persisted = int(reached.sum())
-        idle_issue = flow.start + self.issue
-        accepted_all = np.maximum(flow.tick_at(np.minimum(self.accept, flow.done)), idle_issue)
-        accepted = accepted_all[reached]
-        if self.device._domain() == "adr":  # durable once the WPQ has accepted it
-            ticks = accepted + self.offset + self.device.write_latency
-        else:  # eADR / GPF: durable once issued (caches and buffers are in the domain)
-            issued = self._issued(flow, idle_issue, accepted_all)[reached]
-            ticks = np.minimum(issued, accepted) + self.offset
-        persisted = PersistedWrites(
-            flow.owner,
-            self.addresses[reached],
-            self.size,
-            np.ceil(ticks).astype(np.int64),
-            flow.start + self.offset,
-        )
-        for listener in self.device.write_listeners:
-            listener(persisted)
+        """Persist ticks from the visible flow's progress, for whoever listens; hand
+        over to the drain. A flow stopped early (its window closed) wrote only the
+        requests it reached; one that ran to its end wrote them all."""
+        listeners = self.device.write_listeners
+        self.persisted = int(self.addresses.size)
+        if listeners or flow.done < 1.0:
+            accept = self.accept()
+            reached = accept <= flow.done + 1e-9
+            self.persisted = int(reached.sum())
+            if listeners:
+                persisted = self._persist_ticks(flow, accept, reached)
+                for listener in listeners:
+                    listener(persisted)
         network = flow.network
         if flow.done < 1.0:  # stopped: what reached the WPQ still drains
             scaled = {k: v * flow.done for k, v in self.drain.needs.items()}
@@ -261,6 +262,24 @@ class WriteStream:
         for fraction, event in pending:
             chained = network.milestone(self.drain, fraction)
             chained.callbacks.append(lambda _e, event=event: event.succeed())
+
+    def _persist_ticks(self, flow: Flow, accept: np.ndarray, reached: np.ndarray):
+        """The requests ``reached`` and the tick each entered the persistence domain."""
+        idle_issue = flow.start + np.arange(accept.size) * self.issue_step
+        accepted_all = np.maximum(flow.tick_at(np.minimum(accept, flow.done)), idle_issue)
+        accepted = accepted_all[reached]
+        if self.device._domain() == "adr":  # durable once the WPQ has accepted it
+            ticks = accepted + self.offset + self.device.write_latency
+        else:  # eADR / GPF: durable once issued (caches and buffers are in the domain)
+            issued = self._issued(flow, idle_issue, accepted_all)[reached]
+            ticks = np.minimum(issued, accepted) + self.offset
+        return PersistedWrites(
+            flow.owner,
+            self.addresses[reached],
+            self.size,
+            np.ceil(ticks).astype(np.int64),
+            flow.start + self.offset,
+        )
 
     def _issued(self, flow: Flow, idle: np.ndarray, accepted: np.ndarray) -> np.ndarray:
         """When each request really left the issuer, from the served progress: a
@@ -283,7 +302,8 @@ class WriteStream:
         the cycle collector next reaches the flow graph (they held 40 MB a batch of
         RM2 on cxl until a full collection)."""
         self.device._active_writes.remove(self)
-        self.addresses = self.accept = self.issue = self.lines = self.key = _NOTHING
+        self.addresses = self.lines = self.key = _NOTHING
+        self.accept = _no_accept
         self._last = None
 
 
@@ -506,13 +526,12 @@ class MemoryDevice(SimObject):
         # accepted once the media has drained all but a WPQ-full before it, and not
         # before the requester's window lets it issue
         latency = self.write_latency
-        issue = np.arange(addr.size) * (latency / window if math.isfinite(window) else 0.0)
         stream = WriteStream(
             self,
             addr,
             size,
-            plan.accept(visible_c, free_c),
-            issue,
+            lambda: plan.accept(visible_c, free_c),
+            latency / window if math.isfinite(window) else 0.0,
             plan.line,
             key,
             self._by_resource(need_c * (1 - share)),

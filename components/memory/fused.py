@@ -14,22 +14,22 @@ from __future__ import annotations
 
 import numpy as np
 
-from components.memory.kernels import FULL, SUB_BLOCKS, _kernel, _log2
+from components.memory.kernels import FULL, SUB_BLOCKS, _inline, _kernel, _log2
 
 
-@_kernel
+@_inline
 def _div(x, d, shift):  # pragma: no cover - compiled
     """x // d for x >= 0, by shifting where d == 2**shift (a division costs ~40 cycles)."""
     return x >> shift if shift >= 0 else x // d
 
 
-@_kernel
+@_inline
 def _mod(x, d, shift):  # pragma: no cover - compiled
     """x % d for x >= 0, by masking where d == 2**shift."""
     return x & (d - 1) if shift >= 0 else x % d
 
 
-@_kernel
+@_inline
 def _place(ln, per_chunk, cshift, controllers, nshift):  # pragma: no cover - compiled
     """A line's controller and controller-local line (Geometry.ctrl and .local);
     ``cshift``, ``nshift``: log2 of ``per_chunk`` and ``controllers`` (-1: none)."""
@@ -41,7 +41,7 @@ def _place(ln, per_chunk, cshift, controllers, nshift):  # pragma: no cover - co
     return _mod(chunk, controllers, nshift), local
 
 
-@_kernel
+@_inline
 def _line_span(start, size, unit, ushift):  # pragma: no cover - compiled
     """First and last line a request of ``size`` bytes at ``start`` touches."""
     if ushift >= 0:
