@@ -17,6 +17,10 @@ _GOLDEN = 0x9E3779B97F4A7C15
 _MIX1 = 0xBF58476D1CE4E5B9
 _MIX2 = 0x94D049BB133111EB
 _SQRT3 = float(np.sqrt(3.0))
+EXACT_ROWS = 1 << 26
+"""Tables up to this many rows have rank * multiplier + shift < 2**53: exact as a
+float, so its quotient by the rows is within one of the true one (an integer
+division costs ~3x the whole rest of the loop)."""
 
 
 @compiled.kernel
@@ -25,9 +29,19 @@ def _affine_rows(draws, counts, rows, multipliers, shifts, offsets):  # pragma: 
     i = 0
     for t in range(counts.size):
         n, a, b, base = rows[t], multipliers[t], shifts[t], offsets[t]
+        exact = n <= EXACT_ROWS
         for _ in range(counts[t]):
             rank = min(np.int64(np.floor(draws[i] + 0.5)) - 1, n - 1)
-            out[i] = (rank * a + b) % n + base
+            v = rank * a + b
+            if exact:  # v % n by a float quotient, off by at most one, corrected
+                r = v - np.int64(v / n) * n
+                if r < 0:
+                    r += n
+                elif r >= n:
+                    r -= n
+            else:
+                r = v % n
+            out[i] = r + base
             i += 1
     return out
 

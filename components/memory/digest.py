@@ -53,25 +53,14 @@ def digest_reads(
     ``lines``/``missed``: whether to return the per-access lines and the misses."""
     n = geometry.controllers
     if kernels.COMPILED:
-        misses, hits, accesses, requested, line, m_ctrl, m_local = fused.read_summary(
-            addr,
-            size,
-            geometry.unit,
-            geometry.interleave // geometry.unit,
-            n,
-            buffer_lines,
-            lines,
-            missed,
-        )
-        return ReadDigest(
-            misses,
-            hits,
-            accesses,
-            requested,
-            line if lines else None,
-            m_ctrl if missed else None,
-            m_local if missed else None,
-        )
+        shape = (geometry.unit, geometry.interleave // geometry.unit, n, buffer_lines)
+        counts = fused.read_summary(addr, size, *shape)
+        line = None
+        if lines:  # one line per request: no split needed
+            single = int(counts[2].sum()) == addr.size
+            line = addr // geometry.unit if single else fused.read_lines(addr, size, geometry.unit)
+        missed_lines = fused.read_misses(addr, size, *shape) if missed else (None, None)
+        return ReadDigest(*counts, line, *missed_lines)
     split = split_lines(addr, size, geometry, buffer_lines, 0, False)
     misses, hits, accesses = read_counts(split.ctrl, split.hit, n)
     if split.lo is None:  # one line per request: each moves ``size`` bytes
