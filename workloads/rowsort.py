@@ -3,9 +3,9 @@
 Every batch sorts its ~10^5-10^6 row ids to find the distinct rows and their counts,
 then looks each up among the previous batch's: numpy's comparison sort and binary
 searches took a fifth of a simulated batch's CPU time. Row ids are non-negative and
-below the model's total rows, so an LSD radix sort (11-bit digits, as many passes as
-the largest id needs) sorts them in a few linear passes, and two sorted arrays match
-in one merge. The results are the same arrays as the numpy definitions here
+below the model's total rows, so a radix sort (a pass on the top bits, then 11-bit
+digits within each bucket, in cache) sorts them in a few linear passes, and two sorted
+arrays match in one merge. The results are the same arrays as the numpy definitions here
 (tests/test_rowsort.py). Compiled with numba and cached on disk where available.
 """
 
@@ -15,44 +15,66 @@ import numpy as np
 
 from workloads import compiled
 
+TOP_BITS = 8
 DIGIT_BITS = 11
 
 
 @compiled.kernel
-def _radix_unique_counts(values, passes):  # pragma: no cover - compiled
-    """Sorted distinct values and their counts by LSD radix sort of ``passes`` digits."""
+def _radix_unique_counts(values, bits):  # pragma: no cover - compiled
+    """Sorted distinct values (below 2**bits) and their counts: one counting pass on
+    the top TOP_BITS spreads the values into buckets small enough to stay in cache,
+    each then sorted by LSD radix on DIGIT_BITS digits of the rest."""
     size = values.size
-    buckets = 1 << DIGIT_BITS
-    mask = buckets - 1
-    src = values.copy()
-    dst = np.empty(size, dtype=np.int64)
-    count = np.empty(buckets, dtype=np.int64)
-    for p in range(passes):
-        shift = p * DIGIT_BITS
-        count[:] = 0
-        for i in range(size):
-            count[(src[i] >> shift) & mask] += 1
-        total = 0
-        for b in range(buckets):
-            c = count[b]
-            count[b] = total
-            total += c
-        for i in range(size):
-            d = (src[i] >> shift) & mask
-            dst[count[d]] = src[i]
-            count[d] += 1
-        src, dst = dst, src
+    top = min(TOP_BITS, bits)
+    low_bits = bits - top
+    bounds = np.zeros((1 << top) + 1, dtype=np.int64)
+    for i in range(size):
+        bounds[(values[i] >> low_bits) + 1] += 1
+    for b in range(1 << top):
+        bounds[b + 1] += bounds[b]
+    fill = bounds[:-1].copy()
+    ordered = np.empty(size, dtype=np.int64)
+    for i in range(size):
+        b = values[i] >> low_bits
+        ordered[fill[b]] = values[i]
+        fill[b] += 1
+    passes = -(-low_bits // DIGIT_BITS)
+    spare = np.empty(size, dtype=np.int64)
+    count = np.empty(1 << DIGIT_BITS, dtype=np.int64)
+    mask = (1 << DIGIT_BITS) - 1
+    for b in range(1 << top):
+        lo, hi = bounds[b], bounds[b + 1]
+        if hi - lo < 2:
+            continue
+        src, dst = ordered[lo:hi], spare[lo:hi]
+        for p in range(passes):
+            shift = p * DIGIT_BITS
+            count[:] = 0
+            for i in range(hi - lo):
+                count[(src[i] >> shift) & mask] += 1
+            total = 0
+            for d in range(1 << DIGIT_BITS):
+                c = count[d]
+                count[d] = total
+                total += c
+            for i in range(hi - lo):
+                d = (src[i] >> shift) & mask
+                dst[count[d]] = src[i]
+                count[d] += 1
+            src, dst = dst, src
+        if passes % 2:
+            ordered[lo:hi] = src
     distinct = 0
     for i in range(size):
-        if i == 0 or src[i] != src[i - 1]:
+        if i == 0 or ordered[i] != ordered[i - 1]:
             distinct += 1
     unique = np.empty(distinct, dtype=np.int64)
     counts = np.zeros(distinct, dtype=np.int64)
     j = -1
     for i in range(size):
-        if i == 0 or src[i] != src[i - 1]:
+        if i == 0 or ordered[i] != ordered[i - 1]:
             j += 1
-            unique[j] = src[i]
+            unique[j] = ordered[i]
         counts[j] += 1
     return unique, counts
 
@@ -77,8 +99,7 @@ def _merge_slots(previous, unique):  # pragma: no cover - compiled
 def unique_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The sorted distinct values and how often each occurs."""
     if compiled.COMPILED and values.size and values.dtype == np.int64 and int(values.min()) >= 0:
-        bits = max(int(values.max()).bit_length(), 1)
-        return _radix_unique_counts(values, -(-bits // DIGIT_BITS))
+        return _radix_unique_counts(values, max(int(values.max()).bit_length(), 1))
     ordered = np.sort(values)
     if not ordered.size:
         return ordered, np.zeros(0, dtype=np.int64)
