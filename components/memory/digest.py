@@ -107,9 +107,9 @@ class WriteDigest:
             return fused.accept_progress(
                 self._access_rank, self._access_ctrl, self._request_end, head_c, free_c
             )
-        ctrl = self._access_ctrl
+        ctrl, ends = self._access_ctrl, self._request_end
         fraction = accepted_fraction(self._access_rank, head_c[ctrl], free_c[ctrl])
-        firsts = np.r_[0, self._request_end[:-1]]
+        firsts = np.r_[0, ends[:-1]] if ends.size else np.arange(ctrl.size)
         return running_max_per_group(np.maximum.reduceat(fraction, firsts), ctrl[firsts])
 
 
@@ -140,8 +140,8 @@ def digest_writes(
         np.bincount(ctrl, weights=~full, minlength=n),
         np.bincount(lines.ctrl, minlength=n),
         np.bincount(lines.ctrl, weights=lines.hi - lines.lo, minlength=n),
-        episodes.rank[lines.episode],
-        lines.ctrl,
+        episodes.rank[lines.episode].astype(np.int32),
+        lines.ctrl.astype(np.int32),
         ends,
     )
 

@@ -16,6 +16,8 @@ import numpy as np
 
 from components.memory.kernels import FULL, SUB_BLOCKS, _inline, _kernel, _log2
 
+FULL32 = np.uint32(FULL)
+
 
 @_inline
 def _div(x, d, shift):  # pragma: no cover - compiled
@@ -137,7 +139,8 @@ def line_writes(addr, size, unit, per_chunk, controllers, entries):  # pragma: n
     its controller's episodes and whether its writes' sub-block masks cover the line.
     Per controller: media writes and partial ones (floats), line accesses and bytes
     covered (float, access order). Per line access its episode's rank and its
-    controller, per request the end of its accesses."""
+    controller (int32), per request the end of its accesses (none if every request
+    is one line)."""
     ushift, cshift, nshift = _log2(unit), _log2(per_chunk), _log2(controllers)
     eshift = _log2(entries)
     whole = unit % SUB_BLOCKS == 0  # integer sub-blocks: the float quotients are exact
@@ -156,10 +159,11 @@ def line_writes(addr, size, unit, per_chunk, controllers, entries):  # pragma: n
     ep_line = np.empty(total, dtype=np.int64)
     ep_ctrl = np.empty(total, dtype=np.int64)
     ep_rank = np.empty(total, dtype=np.int64)
-    union = np.empty(total, dtype=np.uint64)
-    access_rank = np.empty(total, dtype=np.int64)
-    access_ctrl = np.empty(total, dtype=np.int64)
-    request_end = np.empty(requests, dtype=np.int64)
+    union = np.empty(total, dtype=np.uint32)  # SUB_BLOCKS bits: less memory to fault in
+    access_rank = np.empty(total, dtype=np.int32)
+    access_ctrl = np.empty(total, dtype=np.int32)
+    single = total == requests  # one line per request: request i ends at access i + 1
+    request_end = np.empty(0 if single else requests, dtype=np.int64)
     count_c = np.zeros(controllers, dtype=np.int64)
     covered_c = np.zeros(controllers)
     one = np.uint64(1)
@@ -180,7 +184,7 @@ def line_writes(addr, size, unit, per_chunk, controllers, entries):  # pragma: n
                 lo_blk = np.uint64(np.floor(lo / sub))
                 hi_blk = np.uint64(np.ceil(hi / sub))
             width = hi_blk - lo_blk
-            mask = FULL if width >= SUB_BLOCKS else ((one << width) - one) << lo_blk
+            mask = FULL32 if width >= SUB_BLOCKS else np.uint32(((one << width) - one) << lo_blk)
             s = c * entries + _mod(local, entries, eshift)
             if held[s] == ln:
                 e = current[s]
@@ -200,12 +204,13 @@ def line_writes(addr, size, unit, per_chunk, controllers, entries):  # pragma: n
             count_c[c] += 1
             covered_c[c] += float(hi - lo)
             k += 1
-        request_end[i] = k
+        if not single:
+            request_end[i] = k
     full = np.empty(count, dtype=np.bool_)
     writes_c = np.zeros(controllers)
     rmw_c = np.zeros(controllers)
     for e in range(count):
-        full[e] = union[e] == FULL
+        full[e] = union[e] == FULL32
         writes_c[ep_ctrl[e]] += 1.0
         if not full[e]:
             rmw_c[ep_ctrl[e]] += 1.0
@@ -231,13 +236,15 @@ def accept_progress(
     """Per request: the largest accepted fraction (streams.accepted_fraction) of its
     line accesses, then the running maximum over the requests whose first access is on
     the same controller (running_max_per_group's float operations)."""
-    requests = request_end.size
+    single = request_end.size == 0  # one access per request
+    requests = access_rank.size if single else request_end.size
     best = np.full(head_c.size, -np.inf)
     out = np.empty(requests)
     start = 0
     for i in range(requests):
+        end = i + 1 if single else request_end[i]
         value = -np.inf
-        for k in range(start, request_end[i]):
+        for k in range(start, end):
             c = access_ctrl[k]
             fraction = 0.0
             if head_c[c] > 0:
@@ -251,7 +258,7 @@ def accept_progress(
         if shifted > best[g]:
             best[g] = shifted
         out[i] = best[g] - shift
-        start = request_end[i]
+        start = end
     return out
 
 
