@@ -56,9 +56,10 @@ def digest_reads(
         shape = (geometry.unit, geometry.interleave // geometry.unit, n, buffer_lines)
         counts = fused.read_summary(addr, size, *shape)
         line = None
-        if lines:  # one line per request: no split needed
-            single = int(counts[2].sum()) == addr.size
-            line = addr // geometry.unit if single else fused.read_lines(addr, size, geometry.unit)
+        if lines and int(counts[2].sum()) == addr.size:  # one line per request
+            line = _lines_of(addr, geometry.unit)
+        elif lines:
+            line = fused.read_lines(addr, size, geometry.unit)
         missed_lines = fused.read_misses(addr, size, *shape) if missed else (None, None)
         return ReadDigest(*counts, line, *missed_lines)
     split = split_lines(addr, size, geometry, buffer_lines, 0, False)
@@ -77,6 +78,13 @@ def digest_reads(
         split.ctrl[miss] if missed else None,
         split.local[miss] if missed else None,
     )
+
+
+def _lines_of(addr: np.ndarray, unit: int) -> np.ndarray:
+    """The line of each address (a shift where the line size is a power of two)."""
+    if unit & (unit - 1):
+        return addr // unit
+    return np.right_shift(addr, unit.bit_length() - 1)
 
 
 @dataclass(frozen=True)
