@@ -15,17 +15,17 @@ import numpy as np
 
 from workloads import compiled
 
-TOP_BITS = 8
 DIGIT_BITS = 11
 
 
 @compiled.kernel
 def _radix_unique_counts(values, bits):  # pragma: no cover - compiled
     """Sorted distinct values (below 2**bits) and their counts: one counting pass on
-    the top TOP_BITS spreads the values into buckets small enough to stay in cache,
-    each then sorted by LSD radix on DIGIT_BITS digits of the rest."""
+    the bits above the lowest two DIGIT_BITS digits spreads the values into buckets
+    (row ids: a few thousand each, in cache), each then sorted by LSD radix on those
+    two digits."""
     size = values.size
-    top = min(TOP_BITS, bits)
+    top = max(bits - 2 * DIGIT_BITS, 0)  # at most two digits left per bucket
     low_bits = bits - top
     bounds = np.zeros((1 << top) + 1, dtype=np.int64)
     for i in range(size):
@@ -64,17 +64,17 @@ def _radix_unique_counts(values, bits):  # pragma: no cover - compiled
             src, dst = dst, src
         if passes % 2:
             ordered[lo:hi] = src
-    distinct = 0
-    for i in range(size):
-        if i == 0 or ordered[i] != ordered[i - 1]:
-            distinct += 1
+    distinct = 1  # arithmetic, not branches: a repeat is a coin flip to predict
+    for i in range(1, size):
+        distinct += ordered[i] != ordered[i - 1]
     unique = np.empty(distinct, dtype=np.int64)
     counts = np.zeros(distinct, dtype=np.int64)
-    j = -1
-    for i in range(size):
-        if i == 0 or ordered[i] != ordered[i - 1]:
-            j += 1
-            unique[j] = ordered[i]
+    unique[0] = ordered[0]
+    counts[0] = 1
+    j = 0
+    for i in range(1, size):
+        j += ordered[i] != ordered[i - 1]
+        unique[j] = ordered[i]
         counts[j] += 1
     return unique, counts
 
@@ -83,16 +83,20 @@ def _radix_unique_counts(values, bits):  # pragma: no cover - compiled
 def _merge_slots(previous, unique):  # pragma: no cover - compiled
     """np.searchsorted(previous, unique) for sorted ``unique``, by one merge; clipped
     to the last index, and whether previous holds the value there."""
-    slot = np.empty(unique.size, dtype=np.int64)
-    shared = np.empty(unique.size, dtype=np.bool_)
+    size = unique.size
+    slot = np.empty(size, dtype=np.int64)
     last = previous.size - 1
+    i = 0
     j = 0
-    for i in range(unique.size):
-        while j <= last and previous[j] < unique[i]:
-            j += 1
+    while i < size:  # each step moves j or i on, by arithmetic: no branch to mispredict
         s = min(j, last)
-        slot[i] = s
-        shared[i] = previous[s] == unique[i]
+        slot[i] = s  # final once i moves on
+        step = (j <= last) & (previous[s] < unique[i])
+        j += step
+        i += 1 - step
+    shared = np.empty(size, dtype=np.bool_)
+    for i in range(size):
+        shared[i] = previous[slot[i]] == unique[i]
     return slot, shared
 
 
