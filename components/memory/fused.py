@@ -6,8 +6,9 @@ the next steps pass over again. The device needs far less than those arrays: per
 controller counts, per media write its line, controller, rank and coverage, per
 request its acceptance. These kernels go from the request addresses to exactly that
 in one pass (and a pass over the episodes), with the same integers and the same float
-operations in the same order as the composed numpy definitions in streams.py, which
-tests/test_memory_kernels.py checks them against. Compiled and cached as kernels.py's.
+operations in the same order as streams.py's numpy definitions composed in digest.py,
+which tests/test_memory_fused.py checks them against. Compiled and cached as
+kernels.py's; their helpers are inlined into them at compile time.
 """
 
 from __future__ import annotations
