@@ -1,4 +1,4 @@
-"""The compiled distinct rows and previous-batch slots (workloads/rowsort.py) equal
+"""The compiled distinct rows and previous-batch slots (components/rowsort.py) equal
 their numpy definitions; without numba they are those definitions (skipped)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workloads import compiled, rowsort
+from components import compiled, rowsort
 
 pytestmark = pytest.mark.skipif(not compiled.COMPILED, reason="numba not installed")
 

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workloads import compiled, rowgen
+from components import compiled
+from workloads import rowgen
 from workloads.inputs import power_law_draws
 
 pytestmark = pytest.mark.skipif(not compiled.COMPILED, reason="numba not installed")

@@ -8,9 +8,9 @@ from functools import cached_property
 
 import numpy as np
 
+from components.rowsort import previous_slots, unique_counts
 from workloads.inputs import Batch
 from workloads.models import FLOAT_BYTES, ModelSpec
-from workloads.rowsort import previous_slots, unique_counts
 
 OP_NAMES = ("bottom_fwd", "interaction_top_fwd", "top_bwd_interaction", "bottom_bwd")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from workloads import compiled
+from components import compiled
 
 _GOLDEN = 0x9E3779B97F4A7C15
 _MIX1 = 0xBF58476D1CE4E5B9

@@ -24,10 +24,10 @@ from components.boards.near_memory import NearMemoryBoard
 from components.compute.nmp import NearMemoryEngine
 from components.interconnect.cxl import CxlLink, CxlPath, CxlSwitch, Type2Device, mmio_write
 from components.memory.pmem import Pmem
+from components.rowsort import previous_slots
 from components.sim.params import Enum, Int
 from components.sim.schedule import Op, Stage
 from components.sim.units import TICKS_PER_SECOND
-from workloads.rowsort import previous_slots
 
 
 class CxlDBoard(NearMemoryBoard):

@@ -22,8 +22,8 @@ import functools
 
 import numpy as np
 
+from components.rowsort import previous_slots
 from components.sim.params import ConfigError
-from workloads.rowsort import previous_slots
 
 SHARDINGS = ("table", "row")
 

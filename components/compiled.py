@@ -1,5 +1,6 @@
-"""numba where it is installed: the workload kernels compile, cached on disk, else stay
-Python and their callers take the numpy definitions (COMPILED False)."""
+"""numba where it is installed: the row kernels (components/rowsort.py,
+workloads/rowgen.py) compile, cached on disk, else stay Python and their callers take
+the numpy definitions (COMPILED False)."""
 
 from __future__ import annotations
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from workloads import compiled
+from components import compiled
 
 DIGIT_BITS = 11
+MAX_TOP_BITS = 16  # buckets of the first pass at most 2**16 (ids of any size)
 
 
 @compiled.kernel
@@ -25,7 +26,7 @@ def _radix_unique_counts(values, bits):  # pragma: no cover - compiled
     (row ids: a few thousand each, in cache), each then sorted by LSD radix on those
     two digits."""
     size = values.size
-    top = max(bits - 2 * DIGIT_BITS, 0)  # at most two digits left per bucket
+    top = min(max(bits - 2 * DIGIT_BITS, 0), MAX_TOP_BITS)  # two digits left for row ids
     low_bits = bits - top
     bounds = np.zeros((1 << top) + 1, dtype=np.int64)
     for i in range(size):
