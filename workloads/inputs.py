@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from workloads.models import DEFAULT_BATCH_SIZE, ModelSpec
+from workloads.rowgen import affine_rows, row_scores
 
 DEFAULT_ZIPF_EXPONENT = 1.05
 """Rank-frequency exponent of row popularity. Criteo's categorical values are heavy-tailed,
@@ -72,37 +73,37 @@ class BatchSource:
             yield self.batch(i)
 
 
-def power_law_ranks(
-    rng: np.random.Generator,
-    rows: np.ndarray,
-    exponent: float,
-    table_of: np.ndarray | None = None,
-) -> np.ndarray:
+def power_law_ranks(rng: np.random.Generator, rows: np.ndarray, exponent: float) -> np.ndarray:
     """Popularity ranks (0 = hottest) with P(rank k) ~ (k+1)^-exponent, one per entry of
-    rows, or with ``table_of`` one per entry of it, over ``rows[table_of]`` rows (the
-    table sizes' powers are then taken once per table, not once per lookup: the same
-    numbers).
+    rows: power_law_draws rounded to the nearest integer (capped at the last row)."""
+    x = power_law_draws(rng, rows, exponent)
+    return np.minimum(np.floor(x + 0.5).astype(np.int64) - 1, rows - 1)
 
-    Inverse CDF of the continuous power law on [0.5, n+0.5) rounded to the nearest
-    integer: the midpoint rule makes rank k's mass match k^-s within 1% for k >= 2
-    (rank 1 gets ln 3 instead of 1 at s = 1) and needs no per-table CDF array, so tables of
-    tens of millions of rows cost nothing.
+
+def power_law_draws(
+    rng: np.random.Generator, rows: np.ndarray, exponent: float, counts: np.ndarray | None = None
+) -> np.ndarray:
+    """Draws of the continuous power law on [0.5, n+0.5) by inverse CDF, one per entry
+    of rows, or with ``counts`` counts[t] for entry t in turn (the table sizes' powers
+    are then taken once per table, not once per lookup: the same numbers).
+
+    Rounded to the nearest integer, the midpoint rule makes rank k's mass match k^-s
+    within 1% for k >= 2 (rank 1 gets ln 3 instead of 1 at s = 1) and needs no
+    per-table CDF array, so tables of tens of millions of rows cost nothing.
     """
 
     def spread(per_row: np.ndarray) -> np.ndarray:
-        return per_row if table_of is None else per_row[table_of]
+        return per_row if counts is None else np.repeat(per_row, counts)
 
     n = rows.astype(np.float64)
-    u = rng.random(rows.shape[0] if table_of is None else table_of.shape[0])
+    u = rng.random(rows.shape[0] if counts is None else int(counts.sum()))
     lo = 0.5
     hi = n + 0.5
     if abs(exponent - 1.0) < 1e-9:
-        x = lo * np.power(spread(hi / lo), u)
-    else:
-        e = 1.0 - exponent
-        a = lo**e
-        x = np.power(a + u * spread(np.power(hi, e) - a), 1.0 / e)
-    return np.minimum(np.floor(x + 0.5).astype(np.int64) - 1, spread(rows) - 1)
+        return lo * np.power(spread(hi / lo), u)
+    e = 1.0 - exponent
+    a = lo**e
+    return np.power(a + u * spread(np.power(hi, e) - a), 1.0 / e)
 
 
 def _coprime_multipliers(rows: tuple[int, ...], seed: int) -> np.ndarray:
@@ -115,18 +116,6 @@ def _coprime_multipliers(rows: tuple[int, ...], seed: int) -> np.ndarray:
             a += 1
         out.append(a % n if n > 1 else 0)
     return np.asarray(out, dtype=np.int64)
-
-
-def _row_scores(global_rows: np.ndarray, seed: int) -> np.ndarray:
-    """Teacher weight of each row: a hashed uniform value with unit variance (splitmix64),
-    so the teacher needs no per-row table even for billions of rows."""
-    z = global_rows.astype(np.uint64) + np.uint64((seed * 0x9E3779B97F4A7C15) % 2**64)
-    z = z + np.uint64(0x9E3779B97F4A7C15)
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    z = z ^ (z >> np.uint64(31))
-    u = (z >> np.uint64(11)).astype(np.float64) * 2.0**-53
-    return (u * 2.0 - 1.0) * np.sqrt(3.0)
 
 
 class InputGenerator(BatchSource):
@@ -205,11 +194,10 @@ class InputGenerator(BatchSource):
     def _popular_rows(self, rng: np.random.Generator, lengths: np.ndarray) -> np.ndarray:
         """Rows by popularity alone: every lookup a power-law rank over the whole table,
         so consecutive batches share only the rows popular enough to be drawn twice."""
-        table_of = np.repeat(np.arange(lengths.shape[0]), lengths.sum(axis=1))
-        n = self._rows[table_of]
-        ranks = power_law_ranks(rng, self._rows, self.zipf_exponent, table_of)
-        rows = (ranks * self._multipliers[table_of] + self._shifts[table_of]) % n
-        return rows + self.spec.table_offsets[table_of]
+        counts = lengths.sum(axis=1)
+        draws = power_law_draws(rng, self._rows, self.zipf_exponent, counts)
+        offsets = np.asarray(self.spec.table_offsets, dtype=np.int64)
+        return affine_rows(draws, counts, self._rows, self._multipliers, self._shifts, offsets)
 
     def _windowed_rows(
         self, rng: np.random.Generator, lengths: np.ndarray, index: int
@@ -228,7 +216,7 @@ class InputGenerator(BatchSource):
             size = int(min(self._window[t], total, n))
             step = int(round((1.0 - self.reuse) * size))
             positions = index * step + np.arange(size, dtype=np.int64)
-            heat = _row_scores(positions * len(lengths) + t, self.seed + 1)
+            heat = row_scores(positions * len(lengths) + t, self.seed + 1)
             by_heat = positions[np.argsort(-heat, kind="stable")]
             ranks = power_law_ranks(rng, np.full(total - size, size), self.zipf_exponent)
             picks = rng.permutation(np.concatenate([by_heat, by_heat[ranks]]))
@@ -239,7 +227,7 @@ class InputGenerator(BatchSource):
     def _bag_scores(self, global_rows: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         """(T, B) sum of teacher row scores per bag."""
         starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
-        sums = np.add.reduceat(_row_scores(global_rows, self.seed), starts)
+        sums = np.add.reduceat(row_scores(global_rows, self.seed), starts)
         return sums.reshape(lengths.shape)
 
     def batch(self, index: int) -> Batch:

@@ -8,6 +8,7 @@ from functools import cached_property
 
 import numpy as np
 
+from components.rowsort import previous_slots, unique_counts
 from workloads.inputs import Batch
 from workloads.models import FLOAT_BYTES, ModelSpec
 
@@ -131,15 +132,6 @@ def sorted_unique(values: np.ndarray) -> np.ndarray:
     return unique_counts(values)[0]
 
 
-def unique_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The sorted distinct values and how often each occurs, from one sort."""
-    ordered = np.sort(values)
-    if not ordered.size:
-        return ordered, np.zeros(0, dtype=np.int64)
-    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
-    return ordered[starts], np.diff(np.r_[starts, ordered.size])
-
-
 def build_demand(
     spec: ModelSpec,
     batch: Batch,
@@ -164,8 +156,7 @@ def build_demand(
         prev = previous_rows
         if prev is None:
             prev = sorted_unique(previous_batch.global_rows(spec.table_offsets))
-        slot = np.minimum(np.searchsorted(prev, unique), prev.size - 1)
-        shared = prev[slot] == unique
+        slot, shared = previous_slots(prev, unique)
         reused = int(shared.sum())
     pooled = b * spec.num_tables * spec.row_bytes
     access = EmbeddingAccess(

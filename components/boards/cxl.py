@@ -24,6 +24,7 @@ from components.boards.near_memory import NearMemoryBoard
 from components.compute.nmp import NearMemoryEngine
 from components.interconnect.cxl import CxlLink, CxlPath, CxlSwitch, Type2Device, mmio_write
 from components.memory.pmem import Pmem
+from components.rowsort import previous_slots
 from components.sim.params import Enum, Int
 from components.sim.schedule import Op, Stage
 from components.sim.units import TICKS_PER_SECOND
@@ -432,5 +433,4 @@ def _previous_slots(lookup, previous_rows: np.ndarray) -> tuple[np.ndarray, np.n
     of lookups per row carry them to the lookups without a binary search each."""
     if lookup.previous_rows is previous_rows:
         return lookup.previous_slot, lookup.previous_shared
-    slot = np.minimum(np.searchsorted(previous_rows, lookup.unique_rows), len(previous_rows) - 1)
-    return slot, previous_rows[slot] == lookup.unique_rows
+    return previous_slots(previous_rows, lookup.unique_rows)

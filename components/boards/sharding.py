@@ -22,6 +22,7 @@ import functools
 
 import numpy as np
 
+from components.rowsort import previous_slots
 from components.sim.params import ConfigError
 
 SHARDINGS = ("table", "row")
@@ -64,8 +65,7 @@ class Sharding:
             slot = shared = None
             reused = 0
             if before is not None and access.previous_rows is not None and before.size:
-                slot = np.minimum(np.searchsorted(before, unique), before.size - 1)
-                shared = before[slot] == unique
+                slot, shared = previous_slots(before, unique)
                 reused = int(shared.sum())
             else:
                 before = None

@@ -34,18 +34,13 @@ from typing import Any
 
 import numpy as np
 
+from components.memory.digest import digest_reads, digest_writes, drain_keys, held_max
 from components.memory.streams import (
     Geometry,
-    Lines,
     accepted_fraction,
     distinct_lines,
-    held_by,
     last_write_keys,
     rank_in_group,
-    read_counts,
-    running_max_per_group,
-    split_lines,
-    write_episodes,
 )
 from components.sim.flows import Flow
 from components.sim.params import ConfigError, Enum, MemorySize
@@ -132,6 +127,13 @@ class MemStream:
 
 
 _NOTHING = np.empty(0, dtype=np.int64)
+
+
+def _no_accept() -> np.ndarray:
+    """A drained stream's acceptance: its per-request arrays are gone."""
+    return _NOTHING
+
+
 MAX_MODULES_PER_CONTROLLER = 8
 """Modules (DIMMs, drives) one controller may front: a DDR channel takes 2-3 DIMMs, an
 NVMe controller one drive; 8 is generous, and a tinier module_capacity would model
@@ -141,18 +143,20 @@ thousands of modules (and their idle power) for tables of any size."""
 class WriteStream:
     """A write stream's acceptance, persistence and drain, followed as its flows run.
 
-    ``accept``: per request, the progress of the requester-visible flow at which the
-    WPQ has room for it; ``issue``: the ticks after the stream's start before its window
-    lets the requester issue it; ``key``: per media write (``lines``), its drain position
-    (in (0, 1] within the visible flow, in (1, 2] within the drain flow that follows)."""
+    ``accept``: computes, per request, the progress of the requester-visible flow at
+    which the WPQ has room for it (asked for only when a flow stops early or someone
+    listens for persist ticks); ``issue_step``: the ticks between requests its window
+    lets the requester issue on an idle device; ``key``: per media write (``lines``),
+    its drain position (in (0, 1] within the visible flow, in (1, 2] within the drain
+    flow that follows)."""
 
     def __init__(
         self,
         device: MemoryDevice,
         addresses: np.ndarray,
         size: int,
-        accept: np.ndarray,
-        issue: np.ndarray,
+        accept: Callable[[], np.ndarray],
+        issue_step: float,
         lines: np.ndarray,
         key: np.ndarray,
         drain_needs: dict[str, float],
@@ -165,7 +169,7 @@ class WriteStream:
         self.window = window  # the requester's outstanding requests (inf: no bound)
         self.writes, self.per_write = writes, per_write  # per controller: media writes, ticks
         self.held = writes - visible  # per controller, writes that wait in the WPQ to drain
-        self.accept, self.issue, self.lines, self.key = accept, issue, lines, key
+        self.accept, self.issue_step, self.lines, self.key = accept, issue_step, lines, key
         self.span = (int(lines.min()), int(lines.max())) if lines.size else (0, -1)
         self.drain = Flow(drain_needs, label=f"{device.path}.drain")
         self.visible: Flow | None = None
@@ -235,27 +239,19 @@ class WriteStream:
         return self.device._by_resource(reached - progress * whole)
 
     def _accepted(self, flow: Flow) -> None:
-        """Persist ticks from the visible flow's progress; hand over to the drain. A
-        flow stopped early (its window closed) wrote only the requests it reached."""
-        reached = self.accept <= flow.done + 1e-9
-        self.persisted = int(reached.sum())
-        idle_issue = flow.start + self.issue
-        accepted_all = np.maximum(flow.tick_at(np.minimum(self.accept, flow.done)), idle_issue)
-        accepted = accepted_all[reached]
-        if self.device._domain() == "adr":  # durable once the WPQ has accepted it
-            ticks = accepted + self.offset + self.device.write_latency
-        else:  # eADR / GPF: durable once issued (caches and buffers are in the domain)
-            issued = self._issued(flow, idle_issue, accepted_all)[reached]
-            ticks = np.minimum(issued, accepted) + self.offset
-        persisted = PersistedWrites(
-            flow.owner,
-            self.addresses[reached],
-            self.size,
-            np.ceil(ticks).astype(np.int64),
-            flow.start + self.offset,
-        )
-        for listener in self.device.write_listeners:
-            listener(persisted)
+        """Persist ticks from the visible flow's progress, for whoever listens; hand
+        over to the drain. A flow stopped early (its window closed) wrote only the
+        requests it reached; one that ran to its end wrote them all."""
+        listeners = self.device.write_listeners
+        self.persisted = int(self.addresses.size)
+        if listeners or flow.done < 1.0:
+            accept = self.accept()
+            reached = accept <= flow.done + 1e-9
+            self.persisted = int(reached.sum())
+            if listeners:
+                persisted = self._persist_ticks(flow, accept, reached)
+                for listener in listeners:
+                    listener(persisted)
         network = flow.network
         if flow.done < 1.0:  # stopped: what reached the WPQ still drains
             scaled = {k: v * flow.done for k, v in self.drain.needs.items()}
@@ -266,6 +262,24 @@ class WriteStream:
         for fraction, event in pending:
             chained = network.milestone(self.drain, fraction)
             chained.callbacks.append(lambda _e, event=event: event.succeed())
+
+    def _persist_ticks(self, flow: Flow, accept: np.ndarray, reached: np.ndarray):
+        """The requests ``reached`` and the tick each entered the persistence domain."""
+        idle_issue = flow.start + np.arange(accept.size) * self.issue_step
+        accepted_all = np.maximum(flow.tick_at(np.minimum(accept, flow.done)), idle_issue)
+        accepted = accepted_all[reached]
+        if self.device._domain() == "adr":  # durable once the WPQ has accepted it
+            ticks = accepted + self.offset + self.device.write_latency
+        else:  # eADR / GPF: durable once issued (caches and buffers are in the domain)
+            issued = self._issued(flow, idle_issue, accepted_all)[reached]
+            ticks = np.minimum(issued, accepted) + self.offset
+        return PersistedWrites(
+            flow.owner,
+            self.addresses[reached],
+            self.size,
+            np.ceil(ticks).astype(np.int64),
+            flow.start + self.offset,
+        )
 
     def _issued(self, flow: Flow, idle: np.ndarray, accepted: np.ndarray) -> np.ndarray:
         """When each request really left the issuer, from the served progress: a
@@ -288,7 +302,8 @@ class WriteStream:
         the cycle collector next reaches the flow graph (they held 40 MB a batch of
         RM2 on cxl until a full collection)."""
         self.device._active_writes.remove(self)
-        self.addresses = self.accept = self.issue = self.lines = self.key = _NOTHING
+        self.addresses = self.lines = self.key = _NOTHING
+        self.accept = _no_accept
         self._last = None
 
 
@@ -318,6 +333,7 @@ class MemoryDevice(SimObject):
     )
 
     persist_domain = "adr"  # devices without a `domain` parameter persist at WPQ entry
+    media_sequence = False  # whether _busy_ticks needs the media accesses' sequence
 
     def __init__(self, **overrides: Any) -> None:
         super().__init__(**overrides)
@@ -391,25 +407,23 @@ class MemoryDevice(SimObject):
         if addr.size == 0:
             return MemStream(self, {}, {}, 0.0, 0, 0)
         self._issued("read", addr, size, outstanding)
-        lines = self._split(addr, size, writes=False)
+        draining = self._draining(addr, size)
+        digest = digest_reads(
+            addr, size, self.geometry, self.buffer_lines, bool(draining), self.media_sequence
+        )
         unit = self.access_unit
-        misses_c, hits, reqs = read_counts(lines.ctrl, lines.hit, n)
+        misses_c, hits, reqs = digest.misses, digest.hits, digest.accesses
         media_c = misses_c * unit
-        missed = ~lines.hit if lines.hit.any() else slice(None)  # no copy without hits
         need_c = self._media_ticks(
             media_c / self.ctrl_read_bandwidth,
             misses_c,
             self.read_latency,
             self.read_queue,
-            lines.ctrl[missed],
-            lines.local[missed],
+            digest.missed_ctrl,
+            digest.missed_local,
         )
-        gates, stalled = self._raw_gates(lines)
-        if lines.lo is None:  # one line per request: each moves ``size`` bytes
-            requested = reqs * size
-        else:
-            requested = np.bincount(lines.ctrl, weights=lines.hi - lines.lo, minlength=n)
-        stalls = np.bincount(lines.ctrl, weights=stalled, minlength=n)
+        gates, stalls = self._raw_gates(digest.line, draining)
+        requested = digest.requested
         for c in range(n):
             ctrl = ctrls[c]
             ctrl.bytesRead += float(requested[c])
@@ -417,7 +431,7 @@ class MemoryDevice(SimObject):
             ctrl.readReqs += int(reqs[c])
             ctrl.bufferHits += int(hits[c])
             ctrl.rawStalls += int(stalls[c])
-        energy = float(int(lines.hit.size - np.count_nonzero(lines.hit)) * unit) * self.read_energy
+        energy = float(int(misses_c.sum()) * unit) * self.read_energy
         self.readOps += 1
         self.dynamicEnergy += energy
         # the idle latency includes one line's media time, which the flow already serves
@@ -444,30 +458,12 @@ class MemoryDevice(SimObject):
         return self._posted(addr, size, window, plan)
 
     def _line_plan(self, addr: np.ndarray, size: int) -> _WritePlan:
-        """Any stream: split into lines, combined in the buffer, one media write per
-        episode; a request is accepted when its last line's write may enter the WPQ."""
-        n = self.controllers
-        lines = self._split(addr, size, writes=True)
-        episodes = write_episodes(lines, self.access_unit)
-        writes_c = np.bincount(episodes.ctrl, minlength=n).astype(float)
-        firsts = np.flatnonzero(np.r_[True, lines.request[1:] != lines.request[:-1]])
-
-        def accept(head_c: np.ndarray, free_c: np.ndarray) -> np.ndarray:
-            rank, head = episodes.rank[lines.episode], head_c[lines.ctrl]
-            line_fraction = accepted_fraction(rank, head, free_c[lines.ctrl])
-            return running_max_per_group(
-                np.maximum.reduceat(line_fraction, firsts), lines.ctrl[firsts]
-            )  # each controller's WPQ accepts in issue order
-
+        """Any stream: split into lines, combined in the buffer (merged in the WPQ
+        without one), one media write per episode; a request is accepted when its last
+        line's write may enter the WPQ."""
+        d = digest_writes(addr, size, self.geometry, self.buffer_lines, self.write_queue)
         return _WritePlan(
-            episodes.line,
-            episodes.ctrl,
-            episodes.rank,
-            writes_c,
-            np.bincount(episodes.ctrl, weights=~episodes.full, minlength=n),
-            np.bincount(lines.ctrl, minlength=n),
-            np.bincount(lines.ctrl, weights=lines.hi - lines.lo, minlength=n),
-            accept,
+            d.line, d.ctrl, d.rank, d.writes_c, d.rmw_c, d.count_c, d.covered_c, d.accept
         )
 
     def _burst_plan(self, addr: np.ndarray, size: int) -> _WritePlan | None:
@@ -518,7 +514,7 @@ class MemoryDevice(SimObject):
             self.write_latency,
             queue,
             plan.ctrl,
-            self.geometry.local(plan.line),
+            self.geometry.local(plan.line) if self.media_sequence else None,
             plan.rank,
         )
         free_c = self._wpq_free()
@@ -526,23 +522,16 @@ class MemoryDevice(SimObject):
         idle_c = np.maximum(writes_c - queue, 0)  # what an empty WPQ would leave visible
         share = np.divide(visible_c, writes_c, out=np.zeros(n), where=writes_c > 0)
         # a media write completes at (rank + 1) of its controller's writes
-        rank, total = plan.rank, writes_c[plan.ctrl]
-        head = visible_c[plan.ctrl]
-        key = np.where(
-            rank + 1 <= head,
-            np.divide(rank + 1, head, out=np.ones(rank.size), where=head > 0),
-            1.0 + (rank + 1 - head) / np.maximum(np.minimum(total, free_c[plan.ctrl]), 1),
-        )
+        key = drain_keys(plan.rank, plan.ctrl, visible_c, writes_c, free_c)
         # accepted once the media has drained all but a WPQ-full before it, and not
         # before the requester's window lets it issue
         latency = self.write_latency
-        issue = np.arange(addr.size) * (latency / window if math.isfinite(window) else 0.0)
         stream = WriteStream(
             self,
             addr,
             size,
-            plan.accept(visible_c, free_c),
-            issue,
+            lambda: plan.accept(visible_c, free_c),
+            latency / window if math.isfinite(window) else 0.0,
             plan.line,
             key,
             self._by_resource(need_c * (1 - share)),
@@ -686,28 +675,32 @@ class MemoryDevice(SimObject):
         """How lines lie over the controllers, from the parameters as they are now."""
         return Geometry(self.access_unit, self.interleave, self.controllers)
 
-    def _split(self, addr: np.ndarray, size: int, writes: bool) -> Lines:
-        """Line accesses of a stream, with the buffer's hits or the WPQ's merges."""
-        return split_lines(addr, size, self.geometry, self.buffer_lines, self.write_queue, writes)
-
-    def _raw_gates(self, lines: Lines) -> tuple[list, np.ndarray]:
-        """Events a read must wait for: the drain of lines earlier writes still hold."""
-        stalled = np.zeros(lines.line.size, dtype=bool)
-        gates = []
+    def _draining(self, addr: np.ndarray, size: int) -> list[WriteStream]:
+        """The write streams still draining whose lines a read stream's span meets."""
         if not self._active_writes:
-            return gates, stalled
-        low, high = int(lines.line.min()), int(lines.line.max())
-        for stream in self._active_writes:
-            if stream.span[1] < low or stream.span[0] > high:
-                continue
+            return []
+        unit = self.access_unit
+        low, high = int(addr.min()) // unit, (int(addr.max()) + size - 1) // unit
+        return [s for s in self._active_writes if s.span[1] >= low and s.span[0] <= high]
+
+    def _raw_gates(
+        self, line: np.ndarray | None, draining: list[WriteStream]
+    ) -> tuple[list, np.ndarray]:
+        """Events a read of lines ``line`` must wait for, the drain of lines the
+        ``draining`` writes still hold; and per controller, its accesses that wait."""
+        if not draining:
+            return [], np.zeros(self.controllers, dtype=np.int64)
+        stalled = np.zeros(line.size, dtype=bool)
+        gates = []
+        for stream in draining:
             waiting, keys = stream.pending_lines()
             if not waiting.size:
                 continue
-            match, idx = held_by(waiting, lines.line)
-            if match.any():
-                stalled |= match
-                gates.append(stream.drained(float(keys[idx[match]].max())))
-        return gates, stalled
+            key = held_max(waiting, keys, line, stalled)
+            if key is not None:
+                gates.append(stream.drained(key))
+        stalls = np.bincount(self.geometry.ctrl(line[stalled]), minlength=self.controllers)
+        return gates, stalls
 
 
 @dataclass(frozen=True)

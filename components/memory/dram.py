@@ -122,6 +122,8 @@ class Dram(MemoryDevice):
         "estimate: ~1 W per 16 GB DDR4 DIMM (Micron TN-40-07 IDD2N/IDD5 at 1.2 V)",
     )
 
+    media_sequence = True  # row hits and rank switches follow the access sequence
+
     def _busy_ticks(
         self,
         seconds_c: np.ndarray,

@@ -1,12 +1,14 @@
-"""Compiled one-pass kernels for the stream analysis in components/memory/streams.py.
+"""Compiled one-pass kernels for steps of the stream analysis in streams.py.
 
-numpy derives a stream's buffer hits, episodes, coverage and running maxima in ~30
-passes and several argsorts; each kernel here does it in one or two passes over the
-stream, with per-slot or per-controller state, and returns exactly what the numpy
-definition in streams.py returns (the same integers, the same float operations in the
-same order). Compiled with numba and cached on disk (``cache=True``: the first run of a
-fresh install compiles, later runs load). Without numba (``COMPILED`` False) streams.py
-uses its numpy definitions, which tests/test_memory_kernels.py checks these against.
+numpy derives a stream's lines, episodes, coverage and ranks in many passes and
+several argsorts; each kernel here does one step in one or two passes, with per-slot
+or per-controller state, and returns exactly what the numpy definition in streams.py
+returns (the same integers, the same float operations in the same order). What is
+left here serves the streams no fused kernel covers (WPQ merges without a buffer, log
+bursts); fused.py analyses the rest whole. Compiled with numba and cached on disk
+(``cache=True``: the first run of a fresh install compiles, later runs load). Without
+numba (``COMPILED`` False) streams.py uses its numpy definitions, which
+tests/test_memory_kernels.py checks these against.
 """
 
 from __future__ import annotations
@@ -29,53 +31,10 @@ def _kernel(function):
     return njit(cache=True, nogil=True)(function) if COMPILED else function
 
 
-@_kernel
-def buffer_hits(line, ctrl, local, entries, episodes):  # pragma: no cover - compiled
-    """Direct-mapped buffer of ``entries`` per controller, in access order: an access
-    hits when its entry last held its line. Episodes are numbered along the entries'
-    streams (slot-major, access order within), as the stable sort by slot numbers them;
-    ``order`` is that stable sort (a counting sort over the slots)."""
-    size = line.size
-    slot = np.empty(size, dtype=np.int64)
-    slots = 0
-    for i in range(size):
-        s = ctrl[i] * entries + local[i] % entries
-        slot[i] = s
-        if s + 1 > slots:
-            slots = s + 1
-    last = np.full(slots, -1, dtype=np.int64)
-    runs = np.zeros(slots, dtype=np.int64)  # episodes per slot so far
-    seen = np.zeros(slots, dtype=np.int64)  # accesses per slot
-    hit = np.zeros(size, dtype=np.bool_)
-    nth = np.empty(size if episodes else 0, dtype=np.int64)
-    for i in range(size):
-        s = slot[i]
-        if last[s] == line[i] and seen[s] > 0:
-            hit[i] = True
-        else:
-            last[s] = line[i]
-            runs[s] += 1
-        seen[s] += 1
-        if episodes:
-            nth[i] = runs[s] - 1
-    episode = np.empty(size if episodes else 0, dtype=np.int64)
-    order = np.empty(size if episodes else 0, dtype=np.int64)
-    if episodes:
-        base = np.empty(slots, dtype=np.int64)
-        start = np.empty(slots, dtype=np.int64)
-        e = 0
-        p = 0
-        for s in range(slots):
-            base[s] = e
-            start[s] = p
-            e += runs[s]
-            p += seen[s]
-        for i in range(size):
-            s = slot[i]
-            episode[i] = base[s] + nth[i]
-            order[start[s]] = i
-            start[s] += 1
-    return hit, episode, order
+def _inline(function):
+    """A kernel's helper, inlined into its callers at compile time: a call numba
+    leaves out of line checks an error status each time (2x slower per-line loops)."""
+    return njit(inline="always")(function) if COMPILED else function
 
 
 @_kernel
@@ -141,27 +100,6 @@ def rank_in_group(group):  # pragma: no cover - compiled
 
 
 @_kernel
-def running_max_per_group(values, group):  # pragma: no cover - compiled
-    """The numpy definition's float operations, per element: the running maximum of
-    ``values + 2 group`` within the group (groups never mix: shifted values of a later
-    group exceed every earlier one), less ``2 group``."""
-    groups = 0
-    for i in range(group.size):
-        if group[i] + 1 > groups:
-            groups = group[i] + 1
-    best = np.full(groups, -np.inf)
-    out = np.empty(values.size)
-    for i in range(values.size):
-        g = group[i]
-        shift = 2.0 * g
-        shifted = values[i] + shift
-        if shifted > best[g]:
-            best[g] = shifted
-        out[i] = best[g] - shift
-    return out
-
-
-@_kernel
 def split(addr, size, unit, per_chunk, controllers, ranges):  # pragma: no cover - compiled
     """A stream of ``size``-byte requests split into line accesses: each access's
     request, line, controller and controller-local line, and with ``ranges`` the byte
@@ -211,24 +149,7 @@ def split(addr, size, unit, per_chunk, controllers, ranges):  # pragma: no cover
     return request, line, lo, hi, ctrl, local
 
 
-@_kernel
-def read_counts(ctrl, hit, controllers):  # pragma: no cover - compiled
-    """Per controller: misses and hits (floats, added in access order as bincount adds
-    its weights) and line accesses."""
-    misses = np.zeros(controllers)
-    hits = np.zeros(controllers)
-    accesses = np.zeros(controllers, dtype=np.int64)
-    for i in range(ctrl.size):
-        c = ctrl[i]
-        accesses[c] += 1
-        if hit[i]:
-            hits[c] += 1.0
-        else:
-            misses[c] += 1.0
-    return misses, hits, accesses
-
-
-@_kernel
+@_inline
 def _log2(value):  # pragma: no cover - compiled
     """k where value == 2**k, else -1."""
     if value <= 0 or value & (value - 1):

@@ -150,19 +150,6 @@ def buffer_hits(
     if entries == 0:
         every = np.arange(size) if episodes else None
         return np.zeros(size, dtype=bool), every, every
-    if kernels.COMPILED:
-        hit, episode, order = kernels.buffer_hits(
-            _int64(line), _int64(ctrl), _int64(local), entries, episodes
-        )
-        return (hit, episode, order) if episodes else (hit, None, None)
-    return _buffer_hits(line, ctrl, local, entries, episodes)
-
-
-def _buffer_hits(
-    line: np.ndarray, ctrl: np.ndarray, local: np.ndarray, entries: int, episodes: bool
-) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
-    """buffer_hits in numpy (the definition the kernel must match)."""
-    size = line.size
     slot = ctrl.astype(np.int64) * entries + local % entries
     order = np.argsort(small_keys(slot), kind="stable")
     sorted_slot, sorted_line = slot[order], line[order]
@@ -283,13 +270,6 @@ def accepted_fraction(rank: np.ndarray, head: np.ndarray, free: np.ndarray) -> n
 
 def running_max_per_group(values: np.ndarray, group: np.ndarray) -> np.ndarray:
     """Running maximum of values in [0, 1] within each group, in order."""
-    if kernels.COMPILED:
-        return kernels.running_max_per_group(np.ascontiguousarray(values, float), _int64(group))
-    return _running_max_per_group(values, group)
-
-
-def _running_max_per_group(values: np.ndarray, group: np.ndarray) -> np.ndarray:
-    """running_max_per_group in numpy (the definition the kernel must match)."""
     order = np.argsort(small_keys(group), kind="stable")
     shifted = values[order] + 2.0 * group[order]
     out = np.empty_like(values)
@@ -329,15 +309,6 @@ def read_counts(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per controller: a read stream's line misses and hits (floats) and its line
     accesses."""
-    if kernels.COMPILED:
-        return kernels.read_counts(_int64(ctrl), hit, controllers)
-    return _read_counts(ctrl, hit, controllers)
-
-
-def _read_counts(
-    ctrl: np.ndarray, hit: np.ndarray, controllers: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """read_counts in numpy (the definition the kernel must match)."""
     return (
         np.bincount(ctrl, weights=~hit, minlength=controllers),
         np.bincount(ctrl, weights=hit, minlength=controllers),

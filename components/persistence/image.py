@@ -162,7 +162,9 @@ class ImageLayout:
         return self.offset("flags") + 8 * (len(FLAG_NAMES) + COMMIT_NAMES.index(name))
 
     def row_offset(self, rows: np.ndarray) -> np.ndarray:
-        return self.offset("data") + rows.astype(np.int64) * (self.dim * 4)
+        out = rows.astype(np.int64) * (self.dim * 4)  # one new array, not three
+        out += self.offset("data")
+        return out
 
     @property
     def row_bytes(self) -> int:

@@ -1,0 +1,185 @@
+"""What a device needs of a read or write stream, from the fused kernels or numpy.
+
+The device (components/memory/base.py) turns a stream into needs, stats and persist
+ticks from a few per-controller figures and, for writes, per media write and per
+request arrays. With numba, components/memory/fused.py derives them from the request
+addresses in one pass; without it they are composed from streams.py's numpy
+definitions, which are the contract: both give the same numbers bit for bit
+(tests/test_memory_kernels.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from components.memory import fused, kernels
+from components.memory.streams import (
+    Geometry,
+    accepted_fraction,
+    held_by,
+    read_counts,
+    running_max_per_group,
+    split_lines,
+    write_episodes,
+)
+
+
+@dataclass(frozen=True)
+class ReadDigest:
+    """Per controller: line misses and hits (floats), line accesses, bytes requested
+    (float); per access its line, and per miss in access order its controller and
+    local line, where asked for (else None)."""
+
+    misses: np.ndarray
+    hits: np.ndarray
+    accesses: np.ndarray
+    requested: np.ndarray
+    line: np.ndarray | None
+    missed_ctrl: np.ndarray | None
+    missed_local: np.ndarray | None
+
+
+def digest_reads(
+    addr: np.ndarray,
+    size: int,
+    geometry: Geometry,
+    buffer_lines: int,
+    lines: bool,
+    missed: bool,
+) -> ReadDigest:
+    """A read stream of ``size``-byte requests at ``addr`` (int64) through the buffers;
+    ``lines``/``missed``: whether to return the per-access lines and the misses."""
+    n = geometry.controllers
+    if kernels.COMPILED:
+        shape = (geometry.unit, geometry.interleave // geometry.unit, n, buffer_lines)
+        counts = fused.read_summary(addr, size, *shape)
+        line = None
+        if lines and int(counts[2].sum()) == addr.size:  # one line per request
+            line = _lines_of(addr, geometry.unit)
+        elif lines:
+            line = fused.read_lines(addr, size, geometry.unit)
+        missed_lines = fused.read_misses(addr, size, *shape) if missed else (None, None)
+        return ReadDigest(*counts, line, *missed_lines)
+    split = split_lines(addr, size, geometry, buffer_lines, 0, False)
+    misses, hits, accesses = read_counts(split.ctrl, split.hit, n)
+    if split.lo is None:  # one line per request: each moves ``size`` bytes
+        requested = (accesses * size).astype(float)
+    else:
+        requested = np.bincount(split.ctrl, weights=split.hi - split.lo, minlength=n)
+    miss = ~split.hit
+    return ReadDigest(
+        misses,
+        hits,
+        accesses,
+        requested,
+        split.line if lines else None,
+        split.ctrl[miss] if missed else None,
+        split.local[miss] if missed else None,
+    )
+
+
+def _lines_of(addr: np.ndarray, unit: int) -> np.ndarray:
+    """The line of each address (a shift where the line size is a power of two)."""
+    if unit & (unit - 1):
+        return addr // unit
+    return np.right_shift(addr, unit.bit_length() - 1)
+
+
+@dataclass(frozen=True)
+class WriteDigest:
+    """A write stream: per media write (episode; buffered: in the order of their first
+    accesses) its line, controller, rank among its controller's writes and full
+    coverage; per controller media writes and
+    RMW reads (floats), line accesses and bytes covered (float). ``accept``: per
+    request, the progress at which the WPQ accepts it."""
+
+    line: np.ndarray
+    ctrl: np.ndarray
+    rank: np.ndarray
+    full: np.ndarray
+    writes_c: np.ndarray
+    rmw_c: np.ndarray
+    count_c: np.ndarray
+    covered_c: np.ndarray
+    _access_rank: np.ndarray
+    _access_ctrl: np.ndarray
+    _request_end: np.ndarray
+
+    def accept(self, head_c: np.ndarray, free_c: np.ndarray) -> np.ndarray:
+        """Per request, the progress of the visible flow (``head_c`` writes per
+        controller, ``free_c`` WPQ entries found free) by which the WPQ has room for
+        its last line; each controller's WPQ accepts in issue order."""
+        if kernels.COMPILED:
+            return fused.accept_progress(
+                self._access_rank, self._access_ctrl, self._request_end, head_c, free_c
+            )
+        ctrl, ends = self._access_ctrl, self._request_end
+        fraction = accepted_fraction(self._access_rank, head_c[ctrl], free_c[ctrl])
+        firsts = np.r_[0, ends[:-1]] if ends.size else np.arange(ctrl.size)
+        return running_max_per_group(np.maximum.reduceat(fraction, firsts), ctrl[firsts])
+
+
+def digest_writes(
+    addr: np.ndarray, size: int, geometry: Geometry, buffer_lines: int, write_queue: int
+) -> WriteDigest:
+    """A write stream of ``size``-byte requests at ``addr`` (int64) combined in buffers
+    of ``buffer_lines`` entries per controller (none: merged in a WPQ of
+    ``write_queue`` entries, streams.queue_merges, which has no fused kernel)."""
+    n, unit = geometry.controllers, geometry.unit
+    if kernels.COMPILED and buffer_lines > 0:
+        return WriteDigest(
+            *fused.line_writes(addr, size, unit, geometry.interleave // unit, n, buffer_lines)
+        )
+    lines = split_lines(addr, size, geometry, buffer_lines, write_queue, True)
+    episodes = write_episodes(lines, unit)
+    ends = np.r_[np.flatnonzero(lines.request[1:] != lines.request[:-1]) + 1, lines.line.size]
+    by_first = slice(None)  # WPQ merges have no fused kernel to match
+    if buffer_lines:  # the fused kernel's episode order (no use depends on it)
+        by_first = np.argsort(np.unique(lines.episode, return_index=True)[1])
+    ctrl, full = episodes.ctrl[by_first], episodes.full[by_first]
+    return WriteDigest(
+        episodes.line[by_first],
+        ctrl,
+        episodes.rank[by_first],
+        full,
+        np.bincount(ctrl, minlength=n).astype(float),
+        np.bincount(ctrl, weights=~full, minlength=n),
+        np.bincount(lines.ctrl, minlength=n),
+        np.bincount(lines.ctrl, weights=lines.hi - lines.lo, minlength=n),
+        episodes.rank[lines.episode].astype(np.int32),
+        lines.ctrl.astype(np.int32),
+        ends,
+    )
+
+
+def drain_keys(
+    rank: np.ndarray, ctrl: np.ndarray, head_c: np.ndarray, total_c: np.ndarray, free_c: np.ndarray
+) -> np.ndarray:
+    """Per media write (rank ``rank`` on controller ``ctrl``), its drain position: in
+    (0, 1] among the ``head_c`` writes the visible flow drains, else in (1, 2] within
+    the drain of the rest (``total_c`` writes, ``free_c`` WPQ entries found free)."""
+    if kernels.COMPILED:
+        return fused.drain_keys(rank, ctrl, head_c, total_c, free_c)
+    head = head_c[ctrl]
+    return np.where(
+        rank + 1 <= head,
+        np.divide(rank + 1, head, out=np.ones(rank.size), where=head > 0),
+        1.0 + (rank + 1 - head) / np.maximum(np.minimum(total_c[ctrl], free_c[ctrl]), 1),
+    )
+
+
+def held_max(
+    waiting: np.ndarray, keys: np.ndarray, line: np.ndarray, stalled: np.ndarray
+) -> float | None:
+    """Marks in ``stalled`` the accesses whose line ``waiting`` (sorted) holds; the
+    largest key of those lines, None if there are none."""
+    if kernels.COMPILED:
+        found, best = fused.held_max(waiting, keys, line, stalled)
+        return float(best) if found else None
+    match, idx = held_by(waiting, line)
+    if not match.any():
+        return None
+    stalled |= match
+    return float(keys[idx[match]].max())

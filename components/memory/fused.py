@@ -1,0 +1,326 @@
+"""Fused compiled kernels: a whole read or write stream analysed in one pass.
+
+kernels.py replaces streams.py's numpy steps one by one, so a stream is still split
+into per-line arrays (request, line, ctrl, local, byte ranges, hits, episodes) that
+the next steps pass over again. The device needs far less than those arrays: per
+controller counts, per media write its line, controller, rank and coverage, per
+request its acceptance. These kernels go from the request addresses to exactly that
+in one pass (and a pass over the episodes), with the same integers and the same float
+operations in the same order as streams.py's numpy definitions composed in digest.py,
+which tests/test_memory_fused.py checks them against. Compiled and cached as
+kernels.py's; their helpers are inlined into them at compile time.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from components.memory.kernels import FULL, SUB_BLOCKS, _inline, _kernel, _log2
+
+FULL32 = np.uint32(FULL)
+INDEX_BUCKETS = 1 << 16
+
+
+@_inline
+def _div(x, d, shift):  # pragma: no cover - compiled
+    """x // d for x >= 0, by shifting where d == 2**shift (a division costs ~40 cycles)."""
+    return x >> shift if shift >= 0 else x // d
+
+
+@_inline
+def _mod(x, d, shift):  # pragma: no cover - compiled
+    """x % d for x >= 0, by masking where d == 2**shift."""
+    return x & (d - 1) if shift >= 0 else x % d
+
+
+@_inline
+def _place(ln, per_chunk, cshift, controllers, nshift):  # pragma: no cover - compiled
+    """A line's controller and controller-local line (Geometry.ctrl and .local);
+    ``cshift``, ``nshift``: log2 of ``per_chunk`` and ``controllers`` (-1: none)."""
+    if cshift == 0:  # line-interleaved (DRAM channels)
+        return _mod(ln, controllers, nshift), _div(ln, controllers, nshift)
+    chunk = _div(ln, per_chunk, cshift)
+    within = _mod(ln, per_chunk, cshift)
+    local = _div(chunk, controllers, nshift) * per_chunk + within
+    return _mod(chunk, controllers, nshift), local
+
+
+@_inline
+def _line_span(start, size, unit, ushift):  # pragma: no cover - compiled
+    """First and last line a request of ``size`` bytes at ``start`` touches."""
+    if ushift >= 0:
+        return start >> ushift, (start + size - 1) >> ushift
+    return start // unit, (start + size - 1) // unit
+
+
+@_kernel
+def read_summary(addr, size, unit, per_chunk, controllers, entries):  # pragma: no cover
+    """A read stream through direct-mapped buffers of ``entries`` lines per controller:
+    per controller its misses and hits (floats counted in access order), line accesses
+    and bytes requested (float, access order). Counts only: a loop that also fills
+    arrays where asked runs ~1.5x slower, so read_lines and read_misses do that."""
+    ushift, cshift, nshift = _log2(unit), _log2(per_chunk), _log2(controllers)
+    eshift = _log2(entries)
+    misses = np.zeros(controllers)
+    hits = np.zeros(controllers)
+    accesses = np.zeros(controllers, dtype=np.int64)
+    requested = np.zeros(controllers)
+    held = np.full(max(controllers * entries, 1), -1, dtype=np.int64)
+    for i in range(addr.size):
+        start = addr[i]
+        first, last = _line_span(start, size, unit, ushift)
+        for ln in range(first, last + 1):
+            c, local = _place(ln, per_chunk, cshift, controllers, nshift)
+            base = ln * unit
+            requested[c] += float(min(start + size, base + unit) - max(start, base))
+            accesses[c] += 1
+            hit = False
+            if entries > 0:
+                s = c * entries + _mod(local, entries, eshift)
+                hit = held[s] == ln
+                held[s] = ln
+            if hit:
+                hits[c] += 1.0
+            else:
+                misses[c] += 1.0
+    return misses, hits, accesses, requested
+
+
+@_kernel
+def read_lines(addr, size, unit):  # pragma: no cover - compiled
+    """The line of each line access of a stream of ``size``-byte requests."""
+    ushift = _log2(unit)
+    total = 0
+    for i in range(addr.size):
+        first, last = _line_span(addr[i], size, unit, ushift)
+        total += last - first + 1
+    line = np.empty(total, dtype=np.int64)
+    k = 0
+    for i in range(addr.size):
+        first, last = _line_span(addr[i], size, unit, ushift)
+        for ln in range(first, last + 1):
+            line[k] = ln
+            k += 1
+    return line
+
+
+@_kernel
+def read_misses(addr, size, unit, per_chunk, controllers, entries):  # pragma: no cover
+    """The controllers and local lines of a read stream's buffer misses, in access
+    order (read_summary's hits, for devices whose media time follows the sequence)."""
+    ushift, cshift, nshift = _log2(unit), _log2(per_chunk), _log2(controllers)
+    eshift = _log2(entries)
+    total = 0
+    for i in range(addr.size):
+        first, last = _line_span(addr[i], size, unit, ushift)
+        total += last - first + 1
+    missed_ctrl = np.empty(total, dtype=np.int64)
+    missed_local = np.empty(total, dtype=np.int64)
+    held = np.full(max(controllers * entries, 1), -1, dtype=np.int64)
+    m = 0
+    for i in range(addr.size):
+        first, last = _line_span(addr[i], size, unit, ushift)
+        for ln in range(first, last + 1):
+            c, local = _place(ln, per_chunk, cshift, controllers, nshift)
+            if entries > 0:
+                s = c * entries + _mod(local, entries, eshift)
+                if held[s] == ln:
+                    continue
+                held[s] = ln
+            missed_ctrl[m] = c
+            missed_local[m] = local
+            m += 1
+    return missed_ctrl[:m], missed_local[:m]
+
+
+@_kernel
+def line_writes(addr, size, unit, per_chunk, controllers, entries):  # pragma: no cover
+    """A write stream combined in direct-mapped buffers of ``entries`` (> 0) lines per
+    controller, one media write per episode (a miss and the hits that follow it).
+    Per episode, in the order of their first accesses: its line, controller, rank among
+    its controller's episodes and whether its writes' sub-block masks cover the line.
+    Per controller: media writes and partial ones (floats), line accesses and bytes
+    covered (float, access order). Per line access its episode's rank and its
+    controller (int32), per request the end of its accesses (none if every request
+    is one line)."""
+    ushift, cshift, nshift = _log2(unit), _log2(per_chunk), _log2(controllers)
+    eshift = _log2(entries)
+    whole = unit % SUB_BLOCKS == 0  # integer sub-blocks: the float quotients are exact
+    sub = unit / SUB_BLOCKS
+    sub_int = unit // SUB_BLOCKS
+    sshift = _log2(sub_int)
+    requests = addr.size
+    total = 0
+    for i in range(requests):
+        first, last = _line_span(addr[i], size, unit, ushift)
+        total += last - first + 1
+    slots = controllers * entries
+    held = np.full(slots, -1, dtype=np.int64)
+    current = np.zeros(slots, dtype=np.int64)  # the slot's open episode
+    placed = np.zeros(controllers, dtype=np.int64)
+    ep_line = np.empty(total, dtype=np.int64)
+    ep_ctrl = np.empty(total, dtype=np.int64)
+    ep_rank = np.empty(total, dtype=np.int64)
+    union = np.empty(total, dtype=np.uint32)  # SUB_BLOCKS bits: less memory to fault in
+    access_rank = np.empty(total, dtype=np.int32)
+    access_ctrl = np.empty(total, dtype=np.int32)
+    single = total == requests  # one line per request: request i ends at access i + 1
+    request_end = np.empty(0 if single else requests, dtype=np.int64)
+    count_c = np.zeros(controllers, dtype=np.int64)
+    covered_c = np.zeros(controllers)
+    one = np.uint64(1)
+    count = 0
+    k = 0
+    for i in range(requests):
+        start = addr[i]
+        first, last = _line_span(start, size, unit, ushift)
+        for ln in range(first, last + 1):
+            c, local = _place(ln, per_chunk, cshift, controllers, nshift)
+            base = ln * unit
+            lo = max(start, base) - base
+            hi = min(start + size, base + unit) - base
+            if whole:
+                lo_blk = np.uint64(_div(lo, sub_int, sshift))
+                hi_blk = np.uint64(_div(hi + sub_int - 1, sub_int, sshift))
+            else:
+                lo_blk = np.uint64(np.floor(lo / sub))
+                hi_blk = np.uint64(np.ceil(hi / sub))
+            width = hi_blk - lo_blk
+            mask = FULL32 if width >= SUB_BLOCKS else np.uint32(((one << width) - one) << lo_blk)
+            s = c * entries + _mod(local, entries, eshift)
+            if held[s] == ln:
+                e = current[s]
+            else:
+                e = count
+                count += 1
+                held[s] = ln
+                current[s] = e
+                ep_line[e] = ln
+                ep_ctrl[e] = c
+                ep_rank[e] = placed[c]
+                placed[c] += 1
+                union[e] = 0
+            union[e] |= mask
+            access_rank[k] = ep_rank[e]
+            access_ctrl[k] = c
+            count_c[c] += 1
+            covered_c[c] += float(hi - lo)
+            k += 1
+        if not single:
+            request_end[i] = k
+    full = np.empty(count, dtype=np.bool_)
+    writes_c = np.zeros(controllers)
+    rmw_c = np.zeros(controllers)
+    for e in range(count):
+        full[e] = union[e] == FULL32
+        writes_c[ep_ctrl[e]] += 1.0
+        if not full[e]:
+            rmw_c[ep_ctrl[e]] += 1.0
+    return (
+        ep_line[:count],
+        ep_ctrl[:count],
+        ep_rank[:count],
+        full,
+        writes_c,
+        rmw_c,
+        count_c,
+        covered_c,
+        access_rank,
+        access_ctrl,
+        request_end,
+    )
+
+
+@_kernel
+def accept_progress(
+    access_rank, access_ctrl, request_end, head_c, free_c
+):  # pragma: no cover - compiled
+    """Per request: the largest accepted fraction (streams.accepted_fraction) of its
+    line accesses, then the running maximum over the requests whose first access is on
+    the same controller (running_max_per_group's float operations)."""
+    single = request_end.size == 0  # one access per request
+    requests = access_rank.size if single else request_end.size
+    best = np.full(head_c.size, -np.inf)
+    out = np.empty(requests)
+    start = 0
+    for i in range(requests):
+        end = i + 1 if single else request_end[i]
+        value = -np.inf
+        for k in range(start, end):
+            c = access_ctrl[k]
+            fraction = 0.0
+            if head_c[c] > 0:
+                fraction = (access_rank[k] + 1 - free_c[c]) / head_c[c]
+                fraction = min(max(fraction, 0.0), 1.0)
+            if fraction > value:
+                value = fraction
+        g = access_ctrl[start]
+        shift = 2.0 * g
+        shifted = value + shift
+        if shifted > best[g]:
+            best[g] = shifted
+        out[i] = best[g] - shift
+        start = end
+    return out
+
+
+@_kernel
+def drain_keys(rank, ctrl, head_c, total_c, free_c):  # pragma: no cover - compiled
+    """Per media write, its drain position: (rank + 1) / head within the visible flow,
+    past its ``head`` writes 1 + the share of the drain (MemoryDevice._posted)."""
+    key = np.empty(rank.size)
+    for e in range(rank.size):
+        c = ctrl[e]
+        head = head_c[c]
+        if rank[e] + 1 <= head:
+            key[e] = (rank[e] + 1) / head if head > 0 else 1.0
+        else:
+            key[e] = 1.0 + (rank[e] + 1 - head) / max(min(total_c[c], free_c[c]), 1.0)
+    return key
+
+
+@_kernel
+def held_max(waiting, keys, line, stalled):  # pragma: no cover - compiled
+    """streams.held_by and the largest key of the held accesses in one pass: marks the
+    accesses whose line ``waiting`` (sorted, distinct) holds in ``stalled``; returns
+    whether any is and the largest of their keys. An index of where each of up to
+    INDEX_BUCKETS value ranges starts in ``waiting`` leaves a few binary steps per
+    access instead of ~20 (most of them cache misses)."""
+    size = waiting.size
+    found = False
+    best = -np.inf
+    if size == 0:
+        return found, best
+    first, last = waiting[0], waiting[size - 1]
+    shift = 0
+    while (last - first) >> shift >= INDEX_BUCKETS:
+        shift += 1
+    buckets = ((last - first) >> shift) + 1
+    start = np.empty(buckets + 1, dtype=np.int64)
+    b = 0
+    for j in range(size):
+        bucket = (waiting[j] - first) >> shift
+        while b <= bucket:
+            start[b] = j
+            b += 1
+    while b <= buckets:
+        start[b] = size
+        b += 1
+    for i in range(line.size):
+        target = line[i]
+        if target < first or target > last:
+            continue
+        bucket = (target - first) >> shift
+        lo, hi = start[bucket], start[bucket + 1]
+        while lo < hi:  # np.searchsorted(side="left") within the bucket
+            mid = (lo + hi) >> 1
+            if waiting[mid] < target:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < size and waiting[lo] == target:
+            stalled[i] = True
+            found = True
+            if keys[lo] > best:
+                best = keys[lo]
+    return found, best

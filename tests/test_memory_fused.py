@@ -1,0 +1,116 @@
+"""The fused stream kernels (components/memory/fused.py) give what the numpy
+composition in components/memory/digest.py gives, element for element, floats bit for
+bit, on random streams (hypothesis) whose requests may span lines, over geometries with
+and without power-of-two sizes. Without numba both are the numpy path: skipped.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from components.memory import digest, fused, kernels
+from components.memory.streams import Geometry
+
+pytestmark = pytest.mark.skipif(not kernels.COMPILED, reason="numba not installed")
+
+
+@st.composite
+def request_streams(draw):
+    """Requests over a few controllers: repeats, runs and line-spanning sizes."""
+    unit = draw(st.sampled_from([64, 80, 96, 256, 4096]))  # 80: sub-blocks not whole
+    geometry = Geometry(unit, unit * draw(st.sampled_from([1, 2, 3, 16])), draw(st.integers(1, 6)))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    count = draw(st.integers(1, 300))
+    addr = rng.integers(0, draw(st.integers(1, 64)) * unit, count)
+    if draw(st.booleans()):
+        addr = np.sort(addr)  # increasing streams: long runs in one entry
+    size = draw(st.sampled_from([1, 8, 128, 136, unit, 3 * unit + 5]))
+    return addr.astype(np.int64), size, geometry, draw(st.integers(0, 9))
+
+
+def _numpy(call):
+    """``call()`` with every kernel switched off (a fresh install without numba)."""
+    kernels.COMPILED = False
+    try:
+        return call()
+    finally:
+        kernels.COMPILED = True
+
+
+def _same(got, want, name):
+    assert (got is None) == (want is None), name
+    if got is not None:
+        assert got.dtype == want.dtype, name
+        assert got.tobytes() == want.tobytes(), name
+
+
+@settings(max_examples=200, deadline=None)
+@given(request_streams(), st.booleans(), st.booleans())
+def test_read_digest_matches_numpy(case, lines, missed):
+    addr, size, geometry, entries = case
+    got = digest.digest_reads(addr, size, geometry, entries, lines, missed)
+    want = _numpy(lambda: digest.digest_reads(addr, size, geometry, entries, lines, missed))
+    for name in ("misses", "hits", "accesses", "requested", "line", "missed_ctrl", "missed_local"):
+        _same(getattr(got, name), getattr(want, name), name)
+
+
+@settings(max_examples=200, deadline=None)
+@given(request_streams(), st.integers(0, 2**32 - 1))
+def test_write_digest_matches_numpy(case, seed):
+    addr, size, geometry, entries = case
+    entries = max(entries, 1)  # without a buffer the WPQ merges (no fused kernel)
+    got = digest.digest_writes(addr, size, geometry, entries, 4)
+    want = _numpy(lambda: digest.digest_writes(addr, size, geometry, entries, 4))
+    for name in ("line", "ctrl", "rank", "full", "writes_c", "rmw_c", "count_c", "covered_c"):
+        _same(getattr(got, name), getattr(want, name), name)
+    rng = np.random.default_rng(seed)
+    n = geometry.controllers
+    free_c = rng.integers(0, 5, n).astype(float)
+    head_c = np.maximum(got.writes_c - free_c, 0)
+    accepted = got.accept(head_c, free_c)
+    _same(accepted, _numpy(lambda: want.accept(head_c, free_c)), "accept")
+    keys = digest.drain_keys(got.rank, got.ctrl, head_c, got.writes_c, free_c)
+    args = (want.rank, want.ctrl, head_c, want.writes_c, free_c)
+    _same(keys, _numpy(lambda: digest.drain_keys(*args)), "key")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 300), st.integers(1, 300))
+def test_held_max_matches_numpy(seed, waiting_size, lines):
+    rng = np.random.default_rng(seed)
+    waiting = np.unique(rng.integers(0, 400, waiting_size))
+    keys = rng.random(waiting.size) * 2
+    line = rng.integers(0, 500, lines)
+    stalled, reference = np.zeros(lines, dtype=bool), np.zeros(lines, dtype=bool)
+    got = digest.held_max(waiting, keys, line, stalled)
+    want = _numpy(lambda: digest.held_max(waiting, keys, line, reference))
+    assert got == want
+    np.testing.assert_array_equal(stalled, reference)
+
+
+def test_accept_keeps_the_shifted_running_maximum():
+    """Acceptance is the running maximum of (v + 2c) - 2c per controller c, as the
+    numpy definition computes it, not of v: the two differ in the last bits."""
+    rank = np.array([0, 1, 2])
+    ctrl = np.array([3, 3, 3])
+    head = np.array([0.0, 0.0, 0.0, 10.0 / 3])
+    free = np.zeros(4)
+    got = fused.accept_progress(rank, ctrl, np.arange(1, 4), head, free)
+    plain = np.maximum.accumulate((rank + 1) / head[3])
+    shifted = np.maximum.accumulate((rank + 1) / head[3] + 6.0) - 6.0
+    assert got.tobytes() == shifted.tobytes() != plain.tobytes()
+
+
+def test_buffered_writes_on_a_known_stream():
+    """Independent expectation: one controller, 2 entries, whole 256 B lines 0, 2, 2,
+    1, 1, 3 map to entries 0, 0, 0, 1, 1, 1: four media writes, in first-access order,
+    the repeats combined."""
+    geometry = Geometry(256, 256, 1)
+    lines = np.array([0, 2, 2, 1, 1, 3], dtype=np.int64)
+    got = digest.digest_writes(lines * 256, 256, geometry, 2, 4)
+    np.testing.assert_array_equal(got.line, [0, 2, 1, 3])
+    np.testing.assert_array_equal(got.rank, [0, 1, 2, 3])
+    assert got.full.all() and got.writes_c.tolist() == [4.0] and got.count_c.tolist() == [6]

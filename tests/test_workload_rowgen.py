@@ -1,0 +1,51 @@
+"""The compiled lookup rows and teacher scores (workloads/rowgen.py) equal their numpy
+definitions bit for bit; without numba they are those definitions (skipped)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from components import compiled
+from workloads import rowgen
+from workloads.inputs import power_law_draws
+
+pytestmark = pytest.mark.skipif(not compiled.COMPILED, reason="numba not installed")
+
+
+def _numpy(call):
+    """``call()`` with the kernels switched off (a fresh install without numba)."""
+    compiled.COMPILED = False
+    try:
+        return call()
+    finally:
+        compiled.COMPILED = True
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(0, 2**32 - 1),
+    st.lists(st.one_of(st.integers(1, 2**26), st.integers(2**26, 10**9)), min_size=1, max_size=6),
+    st.sampled_from([0.5, 1.0, 1.05, 2.0]),
+)
+def test_affine_rows_match_numpy(seed, sizes, exponent):
+    rng = np.random.default_rng(seed)
+    rows = np.array(sizes, dtype=np.int64)
+    counts = rng.integers(0, 50, rows.size)
+    draws = power_law_draws(rng, rows, exponent, counts)
+    multipliers = rng.integers(0, rows)
+    shifts = rng.integers(0, rows)
+    offsets = np.concatenate(([0], np.cumsum(rows)[:-1]))
+    args = (draws, counts, rows, multipliers, shifts, offsets)
+    got = rowgen.affine_rows(*args)
+    np.testing.assert_array_equal(got, _numpy(lambda: rowgen.affine_rows(*args)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(0, 2**40), st.integers(1, 500))
+def test_row_scores_match_numpy(seed, top, size):
+    rows = np.random.default_rng(seed).integers(0, top + 1, size)
+    got = rowgen.row_scores(rows, seed)
+    assert got.tobytes() == _numpy(lambda: rowgen.row_scores(rows, seed)).tobytes()
