@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from numpy_path import numpy_path
 
 from components.memory import digest, fused, kernels
 from components.memory.streams import Geometry
@@ -31,15 +32,6 @@ def request_streams(draw):
     return addr.astype(np.int64), size, geometry, draw(st.integers(0, 9))
 
 
-def _numpy(call):
-    """``call()`` with every kernel switched off (a fresh install without numba)."""
-    kernels.COMPILED = False
-    try:
-        return call()
-    finally:
-        kernels.COMPILED = True
-
-
 def _same(got, want, name):
     assert (got is None) == (want is None), name
     if got is not None:
@@ -52,7 +44,9 @@ def _same(got, want, name):
 def test_read_digest_matches_numpy(case, lines, missed):
     addr, size, geometry, entries = case
     got = digest.digest_reads(addr, size, geometry, entries, lines, missed)
-    want = _numpy(lambda: digest.digest_reads(addr, size, geometry, entries, lines, missed))
+    want = numpy_path(
+        kernels, lambda: digest.digest_reads(addr, size, geometry, entries, lines, missed)
+    )
     for name in ("misses", "hits", "accesses", "requested", "line", "missed_ctrl", "missed_local"):
         _same(getattr(got, name), getattr(want, name), name)
 
@@ -63,7 +57,7 @@ def test_write_digest_matches_numpy(case, seed):
     addr, size, geometry, entries = case
     entries = max(entries, 1)  # without a buffer the WPQ merges (no fused kernel)
     got = digest.digest_writes(addr, size, geometry, entries, 4)
-    want = _numpy(lambda: digest.digest_writes(addr, size, geometry, entries, 4))
+    want = numpy_path(kernels, lambda: digest.digest_writes(addr, size, geometry, entries, 4))
     for name in ("line", "ctrl", "rank", "full", "writes_c", "rmw_c", "count_c", "covered_c"):
         _same(getattr(got, name), getattr(want, name), name)
     rng = np.random.default_rng(seed)
@@ -71,10 +65,10 @@ def test_write_digest_matches_numpy(case, seed):
     free_c = rng.integers(0, 5, n).astype(float)
     head_c = np.maximum(got.writes_c - free_c, 0)
     accepted = got.accept(head_c, free_c)
-    _same(accepted, _numpy(lambda: want.accept(head_c, free_c)), "accept")
+    _same(accepted, numpy_path(kernels, lambda: want.accept(head_c, free_c)), "accept")
     keys = digest.drain_keys(got.rank, got.ctrl, head_c, got.writes_c, free_c)
     args = (want.rank, want.ctrl, head_c, want.writes_c, free_c)
-    _same(keys, _numpy(lambda: digest.drain_keys(*args)), "key")
+    _same(keys, numpy_path(kernels, lambda: digest.drain_keys(*args)), "key")
 
 
 @settings(max_examples=200, deadline=None)
@@ -86,7 +80,7 @@ def test_held_max_matches_numpy(seed, waiting_size, lines):
     line = rng.integers(0, 500, lines)
     stalled, reference = np.zeros(lines, dtype=bool), np.zeros(lines, dtype=bool)
     got = digest.held_max(waiting, keys, line, stalled)
-    want = _numpy(lambda: digest.held_max(waiting, keys, line, reference))
+    want = numpy_path(kernels, lambda: digest.held_max(waiting, keys, line, reference))
     assert got == want
     np.testing.assert_array_equal(stalled, reference)
 

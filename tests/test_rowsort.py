@@ -7,19 +7,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from numpy_path import numpy_path
 
 from components import compiled, rowsort
 
 pytestmark = pytest.mark.skipif(not compiled.COMPILED, reason="numba not installed")
-
-
-def _numpy(call):
-    """``call()`` with the kernels switched off (a fresh install without numba)."""
-    compiled.COMPILED = False
-    try:
-        return call()
-    finally:
-        compiled.COMPILED = True
 
 
 @settings(max_examples=200, deadline=None)
@@ -27,7 +19,7 @@ def _numpy(call):
 def test_unique_counts_match_numpy(seed, size, bits):
     values = np.random.default_rng(seed).integers(0, 2**bits + 1, size)
     got = rowsort.unique_counts(values)
-    want = _numpy(lambda: rowsort.unique_counts(values))
+    want = numpy_path(compiled, lambda: rowsort.unique_counts(values))
     for a, b in zip(got, want, strict=True):
         assert a.dtype == b.dtype
         np.testing.assert_array_equal(a, b)
@@ -40,6 +32,6 @@ def test_previous_slots_match_numpy(seed, before, after):
     previous = np.unique(rng.integers(0, 800, before))
     unique = np.unique(rng.integers(0, 1000, after))
     got = rowsort.previous_slots(previous, unique)
-    want = _numpy(lambda: rowsort.previous_slots(previous, unique))
+    want = numpy_path(compiled, lambda: rowsort.previous_slots(previous, unique))
     for a, b in zip(got, want, strict=True):
         np.testing.assert_array_equal(a, b)

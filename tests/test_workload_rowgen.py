@@ -7,21 +7,13 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from numpy_path import numpy_path
 
 from components import compiled
 from workloads import rowgen
 from workloads.inputs import power_law_draws
 
 pytestmark = pytest.mark.skipif(not compiled.COMPILED, reason="numba not installed")
-
-
-def _numpy(call):
-    """``call()`` with the kernels switched off (a fresh install without numba)."""
-    compiled.COMPILED = False
-    try:
-        return call()
-    finally:
-        compiled.COMPILED = True
 
 
 @settings(max_examples=200, deadline=None)
@@ -40,7 +32,7 @@ def test_affine_rows_match_numpy(seed, sizes, exponent):
     offsets = np.concatenate(([0], np.cumsum(rows)[:-1]))
     args = (draws, counts, rows, multipliers, shifts, offsets)
     got = rowgen.affine_rows(*args)
-    np.testing.assert_array_equal(got, _numpy(lambda: rowgen.affine_rows(*args)))
+    np.testing.assert_array_equal(got, numpy_path(compiled, lambda: rowgen.affine_rows(*args)))
 
 
 @settings(max_examples=200, deadline=None)
@@ -48,4 +40,4 @@ def test_affine_rows_match_numpy(seed, sizes, exponent):
 def test_row_scores_match_numpy(seed, top, size):
     rows = np.random.default_rng(seed).integers(0, top + 1, size)
     got = rowgen.row_scores(rows, seed)
-    assert got.tobytes() == _numpy(lambda: rowgen.row_scores(rows, seed)).tobytes()
+    assert got.tobytes() == numpy_path(compiled, lambda: rowgen.row_scores(rows, seed)).tobytes()
