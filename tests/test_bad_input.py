@@ -329,10 +329,11 @@ LONG_RUNS = [
     ("failure_accuracy", ["--batches", "300"]),
     ("sensitivity", ["--outdir", "{new}"]),
     ("reproduce_paper", ["--outdir", "{new}"]),
-    ("compare_backends", ["--batches", "50"]),
-    # a load sweep (11 s here): an idle machine finished the 3 s ssd stream before SIGINT
+    ("compare_backends", ["--batches", "1000"]),  # ~4 s per 50 batches on an idle machine
+    # a load sweep (8 s on an idle machine, after the fused kernels; 6M requests ended in
+    # 3.6 s, before the SIGINT): an idle machine finished the 3 s ssd stream before it
     ("microbench", ["--device", "pmem", "--op", "read", "--pattern", "rand", "--size", "256"]
-     + ["--requests", "6000000", "--load-sweep", "--outdir", "{new}"]),
+     + ["--requests", "30000000", "--load-sweep", "--outdir", "{new}"]),
 ]  # fmt: skip
 
 
