@@ -46,7 +46,6 @@ from components.persistence.image import (
     flag_word,
 )
 from components.persistence.protocols import (
-    PROTOCOLS,
     BatchFacts,
     OpView,
     Protocol,
@@ -506,4 +505,3 @@ CLUSTER_PROTOCOLS: dict[str, type[ClusterProtocol]] = {
     "cxl-b": ClusterUndo,
     "cxl": ClusterRelaxed,
 }
-assert set(CLUSTER_PROTOCOLS) <= set(PROTOCOLS)
