@@ -21,7 +21,6 @@ together with an existing image is an error: that run recovers, it does not re-r
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,7 @@ from components.boards.disaggregated import merged
 from components.energy import EnergyReport
 from components.interconnect.cxl import mmio_write
 from components.memory.base import stage
-from components.persistence.cluster import ClusterImage, ClusterLayout
+from components.persistence.cluster import ClusterImage, ClusterLayout, device_of_resource
 from components.persistence.image import (
     COMMIT_NAMES,
     WORD,
@@ -143,13 +142,13 @@ def time_cluster_recovery(board, engine, scheduler, rec: Recovery, protocol) -> 
     own logs, then writes each epoch, on its own PMEM, all devices at once (an epoch's
     fence waits for every device); then each device's MLP stripe goes to every GPU."""
     layout, shards = protocol.layout, board.shards
-    bases = np.array([device.base for device in layout.devices], dtype=np.int64)
     log = WriteLog.of(board, layout)
 
     def on_device(offsets: np.ndarray, size: int, write: bool):
-        m = int(np.searchsorted(bases, int(offsets[0]), side="right")) - 1
+        m = int(layout.device_at(int(offsets[0])))
         pmem = shards[m].pmem
-        return (pmem.write if write else pmem.read)(*_requests(offsets - bases[m], size))
+        base = layout.devices[m].base
+        return (pmem.write if write else pmem.read)(*_requests(offsets - base, size))
 
     def notices(now: int):
         words = np.array([layout.commit_offset(COMMIT_NAMES[0])], dtype=np.int64)
@@ -414,13 +413,13 @@ def one_device_cut(
     runs; every other op completes, as the survivors run until they wait for the lost
     device. Returns the pieces durable in that state and the tick the survivors stall."""
     layout = stretch.layout
-    on = re.compile(rf"^cxl_mem{device}\.")
-    blocked = {r.uid for r in stretch.records if r.end > tick and on.match(r.resource or "")}
+    blocked = {
+        r.uid for r in stretch.records if r.end > tick and device_of_resource(r.resource) == device
+    }
     for r in sorted(stretch.records, key=lambda r: r.uid):  # dependencies come first
         if r.uid not in blocked and any(d in blocked for d in r.deps):
             blocked.add(r.uid)
-    bases = np.array([d.base for d in layout.devices], dtype=np.int64)
-    lost = np.searchsorted(bases, journal.dst * WORD, side="right") - 1 == device
+    lost = layout.device_at(journal.dst * WORD) == device
     runs = ~np.isin(journal.op, np.fromiter(blocked, dtype=np.int64, count=len(blocked)))
     keep = np.where(lost, journal.p <= tick, runs)
     ends = [r.end for r in stretch.records if r.uid not in blocked and r.end > tick]

@@ -119,6 +119,11 @@ class ClusterLayout:
             starts.append(at + lay.base)
         return names, np.concatenate(starts)
 
+    def device_at(self, offsets) -> np.ndarray:
+        """The device holding each byte offset of the cluster's address space."""
+        bases = np.array([device.base for device in self.devices], dtype=np.int64)
+        return np.searchsorted(bases, offsets, side="right") - 1
+
     def split(self, name: str) -> tuple[int, str]:
         """(device, local region name) of a cluster region name ``d{m}.{name}``."""
         device, local = name.split(".", 1)
@@ -164,6 +169,12 @@ class DeviceImage(PmemImage):
 
     def _read(self, name: str) -> None:
         self._cluster._read(f"d{self._m}.{name}")
+
+
+def device_of_resource(resource: str | None) -> int | None:
+    """The CXL-MEM whose unit an op ran on (``cxl_mem{m}.*``), None for the GPUs'."""
+    match = _DEVICE.match(resource or "")
+    return int(match.group(1)) if match else None
 
 
 class ClusterImage:
@@ -312,8 +323,7 @@ class ClusterProtocol(Protocol):
 
     # ----- the run's writes ------------------------------------------------------------
     def device_of(self, op: OpView) -> int | None:
-        match = _DEVICE.match(op.resource)
-        return int(match.group(1)) if match else None
+        return device_of_resource(op.resource)
 
     def device_view(self, op: OpView, m: int) -> OpView:
         facts = None
