@@ -60,10 +60,12 @@ PROG = "microbench.py"
 DEVICES = {"dram": Dram, "pmem": Pmem, "ssd": Ssd, "cxl-pmem": Pmem}
 SWEEP = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 OUTPUTS = ("results.json", "stats.txt", "loaded_latency.png")
-BYTES_PER_LINE = 256
-"""Peak memory per line access of the streams (the device's per-line int64 arrays and
-their sort copies): measured ~140 B (PMEM writes, 10^6 requests of 4 KiB: 2.6 GB
-peak, 1.8e7 lines), rounded up."""
+BYTES_PER_LINE = {"dram": 160, "pmem": 64, "cxl-pmem": 64, "ssd": 64}
+"""Peak memory per line access of the streams, by device, over the interpreter's: DRAM's
+per-line int64 arrays and their sort copies measured ~125 B (10^6 random 4 KiB writes:
+7.9 GB peak, 6.6e7 lines; 3x10^5 sequential: 2.5 GB, 2.0e7 lines); PMEM's fused
+kernels ~36 B (10^6 random 4 KiB writes: 0.85 GB, 1.8e7 lines) and SSD's under 10 B;
+rounded up."""
 
 
 MAX_OUTSTANDING = 65536
@@ -171,8 +173,7 @@ def check_args(args: argparse.Namespace) -> list[StreamSpec]:
     if args.optane and DEVICES[args.device] is not Pmem:
         raise UsageError(f"--optane: applies to pmem and cxl-pmem, not {args.device}")
     check_outdir(args.outdir)
-    lines = sum(s.requests * (s.size // device.access_unit + 2) for s in specs)
-    need = INTERPRETER_BYTES + BYTES_PER_LINE * lines
+    lines, need = memory_needed(args.device, specs, device.access_unit)
     room = available_memory()
     if room is not None and need > room:
         raise UsageError(
@@ -180,6 +181,12 @@ def check_args(args: argparse.Namespace) -> list[StreamSpec]:
             f" ({lines} line accesses), more than the {format_bytes(room)} available"
         )
     return specs
+
+
+def memory_needed(device: str, specs: list[StreamSpec], access_unit: int) -> tuple[int, int]:
+    """The streams' line accesses and the peak bytes they need (checked before the run)."""
+    lines = sum(s.requests * (s.size // access_unit + 2) for s in specs)
+    return lines, INTERPRETER_BYTES + BYTES_PER_LINE[device] * lines
 
 
 def controllers(args: argparse.Namespace) -> dict:

@@ -100,3 +100,37 @@ def test_bad_input_is_one_line_exit_2(tmp_path, args):
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+PEAK = """import resource, runpy, sys
+sys.argv = sys.argv[1:]
+try:
+    runpy.run_path(sys.argv[0], run_name="__main__")
+except SystemExit as exit:
+    assert not exit.code, exit.code
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+"""
+
+
+@pytest.mark.parametrize(
+    ("device", "op", "size", "requests"),
+    [("dram", "write", "4KiB", 40000), ("pmem", "write", "4KiB", 150000),
+     ("cxl-pmem", "read", "64B", 1000000), ("ssd", "write", "64B", 1000000)],
+)  # fmt: skip
+def test_the_memory_check_bounds_the_measured_peak(tmp_path, device, op, size, requests):
+    """The check refuses runs that would not fit, so it must bound what a run takes
+    (and stay within 3x of it, or it refuses runs that would fit)."""
+    sys.path.insert(0, str(ROOT))
+    from components.sim.units import parse_size
+    from configs.microbench import DEVICES, StreamSpec, memory_needed
+
+    args = ["--device", device, "--op", op, "--size", size, "--requests", str(requests)]
+    proc = subprocess.run(
+        [sys.executable, "-c", PEAK, str(SCRIPT), *args, "--outdir", str(tmp_path / "o")],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    peak = int(proc.stdout.split()[-1])
+    spec = StreamSpec(op, "rand", parse_size(size), 1024, requests)
+    _, need = memory_needed(device, [spec], DEVICES[device]().access_unit)
+    assert peak <= need <= 3 * peak, (peak, need)
