@@ -28,6 +28,8 @@ CONFIGS = [
     "--model rm2 --batches 2",
     "--model rm1 --batches 2 --batch-size 1024",
     "--model rm1 --batches 2 --batch-size 1024 --system dram",
+    "--model rm1 --batches 2 --system ssd",
+    "--model rmc1 --batches 30 --system ssd --set board.storage.cache_capacity=8MiB",
     "--model rmc1 --batches 2 --functional",
     "--model rmc1 --batches 2 --functional --rows 1000000",
     "--model rm1 --batches 2 --functional --rows 1000",

@@ -15,6 +15,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from components.compute.host import COPY_CHUNK
+from components.memory import SsdWithCache
+from components.memory.lru import COMPACT_FLOOR
 from components.sim.mpl import check_backend
 from components.sim.outputs import NotRegularFile, check_replaceable
 from simulate.configure import (
@@ -80,6 +82,17 @@ def functional_spec(options: RunOptions) -> ModelSpec:
     return resolve_spec(replace(options, functional=True))
 
 
+def vector_cache_bytes(options: RunOptions, spec: ModelSpec) -> int:
+    """The SSD's LRU (components/memory/lru.py): a stamp per table row, and where the
+    tables outgrow the cache a log of up to 1.5x the rows it holds, plus the floor."""
+    param = SsdWithCache.cache_capacity
+    raw = dict(options.sets).get("board.storage.cache_capacity", param.default)
+    capacity = param.convert(raw, "board.storage.cache_capacity")
+    held = max(capacity // spec.row_bytes, 1)
+    log = 0 if spec.total_rows <= held else 8 * (3 * held // 2 + COMPACT_FLOOR)
+    return 8 * spec.total_rows + log
+
+
 def estimate_memory(options: RunOptions, crash_states: bool = False) -> MemoryEstimate:
     """The peak memory a run with these options will need (crash_states: crashcheck's
     exploration on top of the recorded run)."""
@@ -92,6 +105,8 @@ def estimate_memory(options: RunOptions, crash_states: bool = False) -> MemoryEs
         "per-batch records": BYTES_PER_BATCH * options.batches,
         "MLP write plans": int(BYTES_PER_MLP_BYTE * timed.mlp_param_bytes),
     }
+    if options.system == "ssd":
+        parts["vector cache residency"] = vector_cache_bytes(options, timed)
     recording = failure_run(options) or crash_states
     if not (options.functional or recording):
         return MemoryEstimate(parts)

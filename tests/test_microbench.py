@@ -1,6 +1,7 @@
 """configs/microbench.py: runs from any cwd, writes results, rejects bad input cleanly."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -102,14 +103,15 @@ def test_bad_input_is_one_line_exit_2(tmp_path, args):
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
-PEAK = """import resource, runpy, sys
+PEAK = """import runpy, sys
+from simulate.peak import peak_resident_bytes
 sys.argv = sys.argv[1:]
 try:
     runpy.run_path(sys.argv[0], run_name="__main__")
 except SystemExit as exit:
     assert not exit.code, exit.code
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
-"""
+print(peak_resident_bytes())
+"""  # VmHWM: a forked child's ru_maxrss would carry the pytest worker's
 
 
 @pytest.mark.parametrize(
@@ -128,6 +130,7 @@ def test_the_memory_check_bounds_the_measured_peak(tmp_path, device, op, size, r
     proc = subprocess.run(
         [sys.executable, "-c", PEAK, str(SCRIPT), *args, "--outdir", str(tmp_path / "o")],
         cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     peak = int(proc.stdout.split()[-1])

@@ -167,7 +167,7 @@ class SsdBoard(RedoHostBoard):
     def size_memories(self, layout) -> None:
         self.storage.ssd.capacity = f"{layout.size}B"
         start, size = layout.regions()["data"]
-        object.__setattr__(self.storage, "cached", (start, start + size))
+        self.storage.hold(start, start + size)
         if self.ft is not None:
             self.ft.size(layout)
 
@@ -177,10 +177,12 @@ class SsdBoard(RedoHostBoard):
     warms_functionally = True  # the vector cache holds thousands of batches' rows
 
     def carried_state(self) -> dict:
-        return self.storage.residency()
+        """The cache's residency itself, not a copy (millions of rows): the board it
+        came from is done with it."""
+        return {"cache": self.storage.residency}
 
     def restore_carried(self, state: dict, first: int, skipped: int, rates: dict) -> None:
-        self.storage.restore_residency(state)  # skipped batches were warmed already
+        object.__setattr__(self.storage, "residency", state["cache"])  # warmed already
 
     def warm(self, demand) -> None:
         """The rows the lookup reads, then the update reads and writes, in op order."""

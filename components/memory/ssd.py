@@ -9,6 +9,7 @@ import numpy as np
 
 from components.memory.base import MemoryDevice, MemStream, concurrent
 from components.memory.dram import Dram
+from components.memory.lru import LruRows
 from components.sim.params import Bandwidth, Energy, Int, Latency, MemorySize, Power, positive
 from components.sim.simobject import SimObject
 
@@ -67,11 +68,12 @@ class SsdWithCache(SimObject):
     Residency is LRU at op granularity, exact and vectorized: a row hits if it was
     resident when the op began (among the ``cache_capacity / size`` most recently used
     rows) or was already touched earlier in the same op; after the op, the most
-    recently used rows are kept. This ignores evictions caused within one op, which
-    only matters when a single op touches more distinct rows than the cache holds.
-    Writes go through to the SSD (the tables' home) and update/allocate the cached copy.
-    Only the tables are cached: logs and flags (outside ``cached``, set by the board to
-    the data region) go to the SSD alone.
+    recently used rows are kept (``LruRows``: a cost per op that follows the op, not the
+    cache). This ignores evictions caused within one op, which only matters when a
+    single op touches more distinct rows than the cache holds. Writes go through to the
+    SSD (the tables' home) and update/allocate the cached copy. Only the tables are
+    cached: logs and flags (outside ``cached``, set by the board to the data region) go
+    to the SSD alone.
     """
 
     cache_capacity = MemorySize(
@@ -94,10 +96,7 @@ class SsdWithCache(SimObject):
             "Ratio",
             lambda: self.hits.value / max(self.hits.value + self.misses.value, 1),
         )
-        self._rows = np.zeros(0, dtype=np.int64)  # resident row addresses, sorted
-        self._stamp = np.zeros(0, dtype=np.int64)  # their last use (access counter)
-        self._clock = 0
-        object.__setattr__(self, "cached", (0, 2**62))  # byte range the cache holds
+        self.hold(0, None)  # byte range the cache holds (the board bounds it)
 
     byte_addressable = False
 
@@ -130,8 +129,10 @@ class SsdWithCache(SimObject):
     def read(self, addresses: np.ndarray, size: int, outstanding: int | None = None) -> MemStream:
         """Hits read host DRAM, misses read the SSD, both at once."""
         addr = np.asarray(addresses, dtype=np.int64).ravel()
-        hit = self._hits(addr)
-        self._touch(addr, size)
+        rows, cached = self._rows_of(addr, size)
+        hit = np.zeros(addr.size, dtype=bool)
+        hit[cached] = self._hits(rows)
+        self.residency.touch(rows, self._capacity(size))
         self.hits += int(hit.sum())
         self.misses += int((~hit).sum())
         return concurrent(
@@ -142,55 +143,43 @@ class SsdWithCache(SimObject):
     def write(self, addresses: np.ndarray, size: int, outstanding: int | None = None) -> MemStream:
         """Write through to the SSD; cached rows are written in DRAM alongside."""
         addr = np.asarray(addresses, dtype=np.int64).ravel()
-        low, high = self.cached
-        rows = addr[(addr >= low) & (addr < high)]
-        self._touch(rows, size)
+        rows, cached = self._rows_of(addr, size)
+        self.residency.touch(rows, self._capacity(size))
         return concurrent(
             self.ssd.write(addr, size, outstanding),
-            self.dram.write(rows, size, outstanding),
+            self.dram.write(addr[cached], size, outstanding),
         )
 
     def warm(self, addresses: np.ndarray, size: int) -> None:
         """Residency as an access of these rows leaves it, with no timing or counts."""
-        addr = np.asarray(addresses, dtype=np.int64).ravel()
+        rows, _ = self._rows_of(np.asarray(addresses, dtype=np.int64).ravel(), size)
+        self.residency.touch(rows, self._capacity(size))
+
+    def hold(self, start: int, end: int | None) -> None:
+        """Cache the rows of bytes ``start..end`` only (the board's tables)."""
+        object.__setattr__(self, "cached", (start, end))
+        object.__setattr__(self, "residency", LruRows())
+
+    def resident_addresses(self) -> np.ndarray:
+        """The cached rows' addresses, ascending."""
+        return self.cached[0] + self.residency.resident_rows() * (self.residency.unit or 1)
+
+    def _rows_of(self, addr: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+        """The cached range's rows among ``addr`` (dense row indices) and where they are."""
         low, high = self.cached
-        self._touch(addr[(addr >= low) & (addr < high)], size)
+        cached = np.flatnonzero((addr >= low) & (addr < (high or 2**63 - 1)))
+        residency = self.residency
+        if cached.size and residency.unit is None:
+            residency.unit, residency.bound = size, high and (high - low) // size
+        if cached.size and (size != residency.unit or ((addr[cached] - low) % size).any()):
+            raise ValueError(f"vector cache: rows of {size} B off its {residency.unit} B grid")
+        return (addr[cached] - low) // size, cached
 
-    def residency(self) -> dict:
-        return {"rows": self._rows.copy(), "stamp": self._stamp.copy(), "clock": self._clock}
+    def _capacity(self, size: int) -> int:
+        return max(self.cache_capacity // size, 1)
 
-    def restore_residency(self, state: dict) -> None:
-        self._rows, self._stamp = state["rows"].copy(), state["stamp"].copy()
-        self._clock = state["clock"]
-
-    def _hits(self, addr: np.ndarray) -> np.ndarray:
-        first = np.zeros(addr.size, dtype=bool)
-        first[np.unique(addr, return_index=True)[1]] = True
-        resident = np.zeros(addr.size, dtype=bool)
-        if self._rows.size:
-            idx = np.minimum(np.searchsorted(self._rows, addr), self._rows.size - 1)
-            resident = self._rows[idx] == addr
-        return resident | ~first
-
-    def _touch(self, addr: np.ndarray, size: int) -> None:
-        """Stamp the op's rows as most recent and keep the capacity's worth of newest.
-        The op's rows are sorted once; merging them into the sorted resident set is a
-        stable sort of two sorted runs (linear)."""
-        if addr.size == 0:
-            return
-        stamps = self._clock + np.arange(addr.size, dtype=np.int64)
-        self._clock += addr.size
-        order = np.argsort(addr, kind="stable")
-        new, new_last = addr[order], stamps[order]
-        keep = np.r_[new[1:] != new[:-1], True]  # an address's latest use
-        rows = np.concatenate([self._rows, new[keep]])
-        last = np.concatenate([self._stamp, new_last[keep]])
-        order = np.argsort(rows, kind="stable")
-        rows, last = rows[order], last[order]
-        newest = np.r_[rows[1:] != rows[:-1], True]
-        rows, last = rows[newest], last[newest]
-        capacity = max(self.cache_capacity // size, 1)
-        if rows.size > capacity:
-            keep = np.sort(np.argpartition(last, rows.size - capacity)[rows.size - capacity :])
-            rows, last = rows[keep], last[keep]
-        self._rows, self._stamp = rows, last
+    def _hits(self, rows: np.ndarray) -> np.ndarray:
+        """Resident when the op began, or used earlier in the op."""
+        first = np.zeros(rows.size, dtype=bool)
+        first[np.unique(rows, return_index=True)[1]] = True
+        return self.residency.resident(rows) | ~first
