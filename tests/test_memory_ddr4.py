@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from numpy_path import numpy_path
 from simrun import timed
 
-from components.memory import Dram
+from components.memory import Dram, kernels
 from components.memory.ddr4 import row_activity
 from components.sim.params import ConfigError
 
@@ -106,7 +107,14 @@ def reference_activity(ctrl, local, lines_per_row, banks, ranks, controllers):
 
 @settings(max_examples=60, deadline=None)
 # a shuffle that changes the activations: the issue-order mutant fails whatever is drawn
-@example(lines=[0, 128, 256, 0], controllers=1, lines_per_row=1, banks=1, ranks=1, shuffle=True)
+@example(
+    lines=[0, 128, 256, 0], controllers=1, lines_per_row=1, banks=1, ranks=1, shuffle=True,
+    compiled=True,
+)  # fmt: skip
+@example(
+    lines=[0, 128, 256, 0], controllers=1, lines_per_row=1, banks=1, ranks=1, shuffle=True,
+    compiled=False,
+)  # fmt: skip
 @given(
     lines=st.lists(st.integers(0, 4095), min_size=1, max_size=300),
     controllers=st.integers(1, 3),
@@ -114,10 +122,12 @@ def reference_activity(ctrl, local, lines_per_row, banks, ranks, controllers):
     banks=st.sampled_from([1, 4, 16]),
     ranks=st.integers(1, 3),
     shuffle=st.booleans(),
+    compiled=st.booleans(),
 )
 def test_row_activity_matches_a_line_by_line_replay(
-    lines, controllers, lines_per_row, banks, ranks, shuffle
+    lines, controllers, lines_per_row, banks, ranks, shuffle, compiled
 ):
+    """Both paths: the compiled one-pass kernel and the numpy definition."""
     local = np.array(lines, dtype=np.int64)
     ctrl = local % controllers
     position = None
@@ -134,7 +144,11 @@ def test_row_activity_matches_a_line_by_line_replay(
         )
     else:
         want = reference_activity(ctrl, local, lines_per_row, banks, ranks, controllers)
-    got = row_activity(ctrl, local, position, controllers, lines_per_row, banks, ranks)
+
+    def call():
+        return row_activity(ctrl, local, position, controllers, lines_per_row, banks, ranks)
+
+    got = call() if compiled else numpy_path(kernels, call)
     np.testing.assert_array_equal(got.activations, want[0])
     np.testing.assert_array_equal(got.busiest_bank, want[1])
     np.testing.assert_array_equal(got.rank_switches, want[2])

@@ -324,3 +324,40 @@ def held_max(waiting, keys, line, stalled):  # pragma: no cover - compiled
             if keys[lo] > best:
                 best = keys[lo]
     return found, best
+
+
+@_kernel
+def row_activity(ctrl, local, position, controllers, per_row, banks, ranks):  # pragma: no cover
+    """ddr4.row_activity's counts in one pass with per-bank open rows and per-controller
+    last ranks (numpy groups the accesses by bank with a stable argsort; divisions by
+    powers of two are shifts): per (controller, rank, bank) its row activations, per
+    controller its rank switches (float). Accesses are issued in array order on each
+    controller, or at ``position`` where it is not empty."""
+    n = ctrl.size
+    slots = banks * ranks
+    rshift, sshift, bshift = _log2(per_row), _log2(slots), _log2(banks)
+    order = np.arange(n)
+    if position.size:  # into issue order by scattering
+        start = np.zeros(controllers + 1, dtype=np.int64)
+        for i in range(n):
+            start[ctrl[i] + 1] += 1
+        for c in range(controllers):
+            start[c + 1] += start[c]
+        for i in range(n):
+            order[start[ctrl[i]] + position[i]] = i
+    open_row = np.full(controllers * slots, -1, dtype=np.int64)
+    opens = np.zeros(controllers * slots, dtype=np.int64)
+    last_rank = np.full(controllers, -1, dtype=np.int64)
+    switches = np.zeros(controllers)
+    for k in range(n):
+        i = order[k]
+        c = ctrl[i]
+        row_index = _div(local[i], per_row, rshift)
+        bank = c * slots + _mod(row_index, slots, sshift)
+        rank = _div(bank, banks, bshift)
+        switches[c] += 1.0 if (last_rank[c] >= 0) & (last_rank[c] != rank) else 0.0
+        last_rank[c] = rank
+        row = _div(row_index, slots, sshift)  # arithmetic, not branches: random rows
+        opens[bank] += open_row[bank] != row
+        open_row[bank] = row
+    return opens, switches
