@@ -6,10 +6,11 @@ import json
 import math
 import subprocess
 import sys
+from unittest.mock import patch
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from components.boards.cxl import CxlBBoard, CxlBoard, CxlDBoard
@@ -22,7 +23,7 @@ from components.sim.flows import Flow, FlowNetwork
 from components.sim.params import ConfigError
 from simulate.simulator import Simulator
 from tests.simrun import run_ops
-from workloads.dlrm import DLRM
+from workloads.dlrm import DLRM, dense
 from workloads.dlrm.sharded import shard_tables, sharded_lookup
 from workloads.inputs import InputGenerator
 from workloads.models import get_model
@@ -328,19 +329,44 @@ def test_two_by_two_doubles_rm1_cxl_throughput(tmp_path):
     assert one["batch_time_ms"]["mean"] / two["batch_time_ms"]["mean"] >= 1.5
 
 
+def _closest_to_a_kink(gaps: list[float]):
+    """dense.mlp_forward, also noting each call's ReLU pre-activation nearest zero (the
+    same float operations, so the same values)."""
+    forward = dense.mlp_forward
+
+    def noting(layers, x, sigmoid_last):
+        out, inputs = forward(layers, x, sigmoid_last)
+        relu = layers[:-1] if sigmoid_last else layers
+        gaps.extend(
+            float(np.abs(i @ w.T + b).min())
+            for i, (w, b) in zip(inputs[: len(relu)], relu, strict=True)
+        )
+        return out, inputs
+
+    return noting
+
+
 @settings(max_examples=12, deadline=None)
 @given(st.integers(2, 5), st.integers(0, 2**16), st.booleans())
+@example(replicas=2, seed=7728, relaxed=False)  # a pre-activation 4.5e-8 from zero: assumed away
 def test_data_parallel_numerics_equal_one_gpu_on_the_global_batch(replicas, seed, relaxed):
     """Synchronous SGD over G replicas, gradients all-reduced with weights B_g / B, is
     one step on the whole batch: the same tables, MLPs and losses up to float32
-    rounding (a few ulps of the gradients' sums in a different order)."""
+    rounding (a few ulps of the gradients' sums in a different order). Where a ReLU's
+    pre-activation lies within that rounding of zero, the two orders may take opposite
+    sides of the kink and the gradients differ by a whole unit's contribution, so such
+    draws are skipped (seed 7728 with 2 replicas: 4.5e-8, 371 rows apart)."""
     spec = get_model("rmc1").capped(500)
     generator = InputGenerator(spec, 37, seed=seed)
     one = FunctionalTrainer.create(spec, seed, relaxed)
     many = FunctionalTrainer.create(spec, seed, relaxed, replicas=replicas)
+    gaps: list[float] = []
     for n in range(3):
         batch = generator.batch(n)
-        assert many.step(batch) == pytest.approx(one.step(batch), rel=1e-5)
+        with patch.object(dense, "mlp_forward", _closest_to_a_kink(gaps)):
+            loss = one.step(batch)
+        assume(min(gaps) > 1e-5)  # float32 sums of ~10^2 terms near 1: ~1e-6 apart
+        assert many.step(batch) == pytest.approx(loss, rel=1e-5)
     one.flush()
     many.flush()
     assert np.allclose(many.model.table, one.model.table, rtol=1e-5, atol=1e-7)
