@@ -41,7 +41,7 @@ def test_matches_the_sorted_reference_op_for_op(seed, ops, rows, capacity, skew,
         assert lru.tail - lru.head <= 1.5 * lru.count + floor
 
 
-def test_the_log_stays_within_twice_the_resident_rows():
+def test_the_log_stays_within_one_and_a_half_times_the_resident_rows():
     """Reuse without eviction leaves dead entries; compaction bounds them."""
     lru = LruRows()
     hot = np.arange(1000, dtype=np.int64)
