@@ -3,11 +3,12 @@ persistence ticks, interleaving and parameter validation."""
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from numpy_path import numpy_path
 from simrun import media_bytes, timed
 
-from components.memory import Dram, Pmem
+from components.memory import Dram, Pmem, kernels
 from components.memory.streams import queue_merges
 from components.sim.params import ConfigError
 from components.sim.units import TICKS_PER_SECOND
@@ -143,15 +144,25 @@ def _merges_line_by_line(line: np.ndarray, ctrl: np.ndarray, queue: int) -> np.n
 
 
 @settings(max_examples=40, deadline=None)
+# lines of another controller between two writes of a line: counted on a shared queue,
+# they would push it out (the mutant below, and a kernel counting them alike)
+@example(lines=[0, 1, 3, 0], controllers=2, queue=1, compiled=True)
+@example(lines=[0, 1, 3, 0], controllers=2, queue=1, compiled=False)
 @given(
     lines=st.lists(st.integers(0, 40), min_size=1, max_size=300),
     controllers=st.integers(1, 4),
     queue=st.integers(1, 8),
+    compiled=st.booleans(),
 )
-def test_wpq_merges_match_a_line_by_line_replay(lines, controllers, queue):
+def test_wpq_merges_match_a_line_by_line_replay(lines, controllers, queue, compiled):
+    """Both paths: the compiled kernel and the numpy definition."""
     line = np.array(lines, dtype=np.int64)
     ctrl = line % controllers
-    hit, episode, order = queue_merges(line, ctrl, queue)
+
+    def call():
+        return queue_merges(line, ctrl, queue)
+
+    hit, episode, order = call() if compiled else numpy_path(kernels, call)
     assert np.array_equal(hit, _merges_line_by_line(line, ctrl, queue))
     ordered = episode[order]  # episodes contiguous along the order, numbered from 0
     assert ordered[0] == 0 and np.all(np.diff(ordered) >= 0)

@@ -159,3 +159,38 @@ def _log2(value):  # pragma: no cover - compiled
         value >>= 1
         k += 1
     return k
+
+
+@_kernel
+def queue_merges(line, ctrl, order, queue):  # pragma: no cover - compiled
+    """streams.queue_merges' hit mask and episodes given its ``order`` (the accesses
+    stably sorted by line): the lines each controller's stream has entered are counted
+    per controller in one pass (numpy sorts the accesses by controller for it), then
+    each access along the order merges into the previous access to its line when at
+    most ``queue`` lines entered its controller in between."""
+    n = line.size
+    controllers = 0
+    for i in range(n):
+        controllers = max(controllers, ctrl[i] + 1)
+    last = np.full(controllers, -1, dtype=np.int64)
+    count = np.zeros(controllers, dtype=np.int64)
+    entered = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        c = ctrl[i]
+        if line[i] != last[c]:
+            count[c] += 1
+            last[c] = line[i]
+        entered[i] = count[c]
+    hit = np.empty(n, dtype=np.bool_)
+    episode = np.empty(n, dtype=np.int64)
+    e = -1
+    for k in range(n):
+        i = order[k]
+        merged = False
+        if k > 0:
+            j = order[k - 1]
+            merged = line[j] == line[i] and entered[i] - entered[j] <= queue
+        hit[i] = merged
+        e += not merged
+        episode[i] = e
+    return hit, episode

@@ -169,6 +169,9 @@ def queue_merges(
     (addresses in increasing order). A line belongs to one controller, so a change of
     controller in the sorted stream is a change of line too. Returns the merge mask,
     each access's episode and an order in which episodes are contiguous."""
+    order = np.argsort(line, kind="stable")  # a line's accesses together, in issue order
+    if kernels.COMPILED and line.size:
+        return (*kernels.queue_merges(_int64(line), _int64(ctrl), order, queue), order)
     size = line.size
     by_ctrl = np.argsort(small_keys(ctrl), kind="stable")  # issue order on each controller
     ctrl_line = line[by_ctrl]
@@ -176,7 +179,6 @@ def queue_merges(
     new[1:] = ctrl_line[1:] != ctrl_line[:-1]
     entered = np.empty(size, dtype=np.int64)  # lines entered on the controller so far
     entered[by_ctrl] = np.cumsum(new)
-    order = np.argsort(line, kind="stable")  # a line's accesses together, in issue order
     sorted_line, sorted_entered = line[order], entered[order]
     merged = np.zeros(size, dtype=bool)
     merged[1:] = (sorted_line[1:] == sorted_line[:-1]) & (
