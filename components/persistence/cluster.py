@@ -39,6 +39,7 @@ from components.persistence.image import (
     FLAG_NAMES,
     WORD,
     CorruptImage,
+    ImageBuffer,
     ImageLayout,
     PmemImage,
     _align,
@@ -177,19 +178,12 @@ def device_of_resource(resource: str | None) -> int | None:
     return int(match.group(1)) if match else None
 
 
-class ClusterImage:
+class ClusterImage(ImageBuffer):
     """The cluster's PMEM: every device's image in one buffer (``devices[m]`` views)."""
 
     def __init__(self, layout: ClusterLayout, buf: np.ndarray, path: str | None = None,
                  identity: dict | None = None) -> None:  # fmt: skip
-        self.layout = layout
-        self.buf = buf
-        self.words = buf.view(np.uint64)
-        self.path = path or "<memory>"
-        self.identity = identity or {}
-        self.reads: set[str] | None = None
-        self.generation = None
-        self.on_read = None
+        super().__init__(layout, buf, path, identity)
         self.devices = [DeviceImage(self, m) for m in range(len(layout.devices))]
 
     @classmethod

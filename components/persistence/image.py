@@ -245,18 +245,15 @@ def check_header(header) -> ImageLayout:
     return ImageLayout(**header["layout"])
 
 
-class PmemImage:
-    """A byte image with typed views of its regions (in memory or a memmap'ed file).
+class ImageBuffer:
+    """What crash exploration needs of an image, one device's or a cluster's: its bytes
+    and words, where they came from, and the hooks that watch its reads.
 
     ``reads``, when a set, collects the names of the regions read through this object
     (crash exploration reuses a recovery's verdict while none of them changed)."""
 
     def __init__(
-        self,
-        layout: ImageLayout,
-        buf: np.ndarray,
-        path: str | None = None,
-        identity: dict | None = None,
+        self, layout, buf: np.ndarray, path: str | None = None, identity: dict | None = None
     ) -> None:
         self.layout = layout
         self.buf = buf
@@ -266,6 +263,19 @@ class PmemImage:
         self.reads: set[str] | None = None
         self.generation = None  # region name -> content generation (CRC checks memoized)
         self.on_read = None  # called with a region's name before it is read
+
+
+class PmemImage(ImageBuffer):
+    """A byte image with typed views of its regions (in memory or a memmap'ed file)."""
+
+    def __init__(
+        self,
+        layout: ImageLayout,
+        buf: np.ndarray,
+        path: str | None = None,
+        identity: dict | None = None,
+    ) -> None:
+        super().__init__(layout, buf, path, identity)
         self._crcs: dict[tuple, int] = {}
 
     # ----- creation and opening ---------------------------------------------------
