@@ -57,7 +57,7 @@ from components.persistence.protocols import (
     pad_params,
     raise_corrupt,
 )
-from components.persistence.writes import Writes, all_words
+from components.persistence.writes import Writes, all_words, words_after
 
 _DEVICE = re.compile(r"^cxl_mem(\d+)\.")
 RECORDS = ("emb0", "emb1", "mlp0", "mlp1", "base")
@@ -308,10 +308,7 @@ class ClusterProtocol(Protocol):
         table = np.empty((lay.total_rows, lay.dim), dtype=np.float32)
         for m, dev in enumerate(lay.devices):
             start = dev.offset("data") // WORD
-            size = dev.regions()["data"][1] // WORD
-            part = words[start : start + size].copy()
-            inside = (dst >= start) & (dst < start + size)
-            part[dst[inside] - start] = values[inside]
+            part = words_after(words, start, start + dev.regions()["data"][1] // WORD, dst, values)
             table[lay.device_rows(m)] = part.view(np.float32).reshape(-1, lay.dim)
         return table, None
 

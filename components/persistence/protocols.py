@@ -45,7 +45,7 @@ from components.persistence.image import (
     record_header,
 )
 from components.persistence.journal import Requests
-from components.persistence.writes import Writes, all_words
+from components.persistence.writes import Writes, all_words, words_after
 
 
 def pad_params(values: np.ndarray) -> np.ndarray:
@@ -187,12 +187,9 @@ class Protocol:
         for name in ("data", "rowacc") if lay.adagrad else ("data",):
             start, size = lay.offset(name), lay.regions()[name][1]
             groups = [g for g in rec.writes if g.count and start <= g.offsets[0] < start + size]
-            dst, values = all_words(groups)
-            lo, hi = start // WORD, (start + size) // WORD
-            part = words[lo:hi].copy()
-            inside = (dst >= lo) & (dst < hi)
-            part[dst[inside] - lo] = values[inside]
-            out.append(part)
+            out.append(
+                words_after(words, start // WORD, (start + size) // WORD, *all_words(groups))
+            )
         table = out[0].view(np.float32).reshape(lay.total_rows, lay.dim)
         acc = out[1].view(np.float32)[::2] if lay.adagrad else None
         return table, acc

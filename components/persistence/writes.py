@@ -77,6 +77,17 @@ def all_words(groups: list[Writes]) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate([d for d, _ in parts]), np.concatenate([v for _, v in parts])
 
 
+def words_after(
+    words: np.ndarray, lo: int, hi: int, dst: np.ndarray, values: np.ndarray
+) -> np.ndarray:
+    """A copy of ``words[lo:hi]`` with the writes (word ``dst``, ``values``) that land
+    inside it applied: what a recovery leaves there, the image untouched."""
+    part = words[lo:hi].copy()
+    inside = (dst >= lo) & (dst < hi)
+    part[dst[inside] - lo] = values[inside]
+    return part
+
+
 def ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """Concatenated ``arange(start, start + count)`` for every pair, vectorized."""
     counts = np.asarray(counts, dtype=np.int64)
