@@ -34,9 +34,10 @@ commit of batch N-1. Relaxed MLP log copies start on every shard together and ar
 committed (``mlp_commit``) once the last stripe is logged (docs/topologies.md).
 
 Every flow crosses the links and switch ports of its route in the flow network, so the
-all-to-all, the all-reduce, the logs and the acknowledgements share them. A failure
-model across devices is the next issue's (docs/topologies.md): failure runs are refused
-on this board.
+all-to-all, the all-reduce, the logs and the acknowledgements share them. Failures
+across devices (every device cut at once, or one alone) and their recovery to the
+commit are components/persistence/cluster.py's and simulate/failures.py's
+(docs/failures.md, "Across devices").
 """
 
 from __future__ import annotations
