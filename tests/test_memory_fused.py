@@ -108,3 +108,44 @@ def test_buffered_writes_on_a_known_stream():
     np.testing.assert_array_equal(got.line, [0, 2, 1, 3])
     np.testing.assert_array_equal(got.rank, [0, 1, 2, 3])
     assert got.full.all() and got.writes_c.tolist() == [4.0] and got.count_c.tolist() == [6]
+
+
+@settings(max_examples=100, deadline=None)
+@given(request_streams(), request_streams())
+def test_a_memo_gives_each_read_stream_its_own_counts(first, second):
+    """A device's memo of read counts (SummaryMemo): a read-only stream asked again,
+    after others, gets its counts without a pass; any other stream, size or geometry
+    (or a writable array, which may have changed) gets its own."""
+    memo = digest.SummaryMemo()
+    streams = []
+    for addr, size, geometry, entries in (first, second):
+        addr.flags.writeable = False
+        streams.append((addr, size, geometry, entries))
+    streams.append((streams[0][0], streams[0][1] + 1, *streams[0][2:]))  # same array, size + 1
+    streams.append((streams[0][0].copy(), *streams[0][1:]))  # same values, writable
+    for _ in range(2):
+        for addr, size, geometry, entries in streams:
+            got = digest.digest_reads(addr, size, geometry, entries, False, False, memo)
+            want = digest.digest_reads(addr, size, geometry, entries, False, False)
+            for name in ("misses", "hits", "accesses", "requested"):
+                _same(getattr(got, name), getattr(want, name), name)
+
+
+def test_the_memo_skips_the_pass_only_for_the_same_read_only_array(monkeypatch):
+    """The second read of one read-only array costs no kernel call; a writable array
+    changed in place between two reads gets its new counts."""
+    calls = []
+    kernel = fused.read_summary
+    monkeypatch.setattr(fused, "read_summary", lambda *a: calls.append(1) or kernel(*a))
+    geometry, memo = Geometry(256, 4096, 4), digest.SummaryMemo()
+    addr = np.arange(0, 256 * 64, 256, dtype=np.int64)
+    addr.flags.writeable = False
+    for _ in range(3):
+        digest.digest_reads(addr, 128, geometry, 8, False, False, memo)
+    assert len(calls) == 1
+    writable = addr.copy()
+    before = digest.digest_reads(writable, 128, geometry, 8, False, False, memo)
+    writable[:] = 0  # every request on one line: hits after the first
+    after = digest.digest_reads(writable, 128, geometry, 8, False, False, memo)
+    assert before.hits.sum() == 0 and after.hits.sum() == writable.size - 1
+    assert len(calls) == 3

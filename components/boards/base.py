@@ -58,6 +58,7 @@ class TrainingBoard(SimObject):
         object.__setattr__(self, "_name", "board")
         self.gpu = Gpu()
         self.host = HostCpu()
+        self._unique_addresses: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
         self.batchTicks = self.average("batchTicks", "mean time per batch", "Tick")
         self.batches = self.scalar("batches", "batches completed", "Count")
         self.lookupsPerBatch = self.average("lookupsPerBatch", "embedding lookups", "Count")
@@ -317,7 +318,16 @@ class TrainingBoard(SimObject):
 
     # ----- helpers for subclasses ------------------------------------------------------
     def unique_addresses(self, demand) -> np.ndarray:
-        return self.layout.row_offset(demand.lookup.unique_rows)
+        """The batch's distinct rows' addresses, found once per batch and read-only: the
+        update and the log copy read the same array, so a device digests it once
+        (components/memory/digest.py, SummaryMemo)."""
+        rows = demand.lookup.unique_rows
+        held_rows, addresses = self._unique_addresses
+        if rows is not held_rows or addresses is None:
+            addresses = self.layout.row_offset(rows)
+            addresses.flags.writeable = False
+            self._unique_addresses = (rows, addresses)
+        return addresses
 
     def lookup_addresses(self, demand) -> np.ndarray:
         return self.layout.row_offset(demand.lookup.rows)

@@ -34,7 +34,13 @@ from typing import Any
 
 import numpy as np
 
-from components.memory.digest import digest_reads, digest_writes, drain_keys, held_max
+from components.memory.digest import (
+    SummaryMemo,
+    digest_reads,
+    digest_writes,
+    drain_keys,
+    held_max,
+)
 from components.memory.streams import (
     Geometry,
     accepted_fraction,
@@ -346,6 +352,7 @@ class MemoryDevice(SimObject):
         object.__setattr__(self, "write_listeners", [])
         object.__setattr__(self, "stream_listeners", [])
         object.__setattr__(self, "event_source", None)
+        object.__setattr__(self, "_summaries", SummaryMemo())
         self._controllers()
 
     # ----- analytical figures ---------------------------------------------------
@@ -409,7 +416,13 @@ class MemoryDevice(SimObject):
         self._issued("read", addr, size, outstanding)
         draining = self._draining(addr, size)
         digest = digest_reads(
-            addr, size, self.geometry, self.buffer_lines, bool(draining), self.media_sequence
+            addr,
+            size,
+            self.geometry,
+            self.buffer_lines,
+            bool(draining),
+            self.media_sequence,
+            self._summaries,
         )
         unit = self.access_unit
         misses_c, hits, reqs = digest.misses, digest.hits, digest.accesses
@@ -656,7 +669,9 @@ class MemoryDevice(SimObject):
     def _check(
         self, addresses: np.ndarray, size: int, outstanding: int | None
     ) -> tuple[np.ndarray, float]:
-        addr = np.asarray(addresses, dtype=np.int64).ravel()
+        addr = np.asarray(addresses, dtype=np.int64)
+        if addr.ndim != 1:  # ravel makes a new array object even of a 1-D one
+            addr = addr.ravel()
         if size <= 0:
             raise ValueError(f"{self.path}: request size must be positive, got {size}")
         if addr.size and addr.min() < 0:

@@ -41,6 +41,31 @@ class ReadDigest:
     missed_local: np.ndarray | None
 
 
+class SummaryMemo:
+    """The per-controller counts of the last few read streams a device digested, kept by
+    array: a batch's log copy and its update read the same rows through one read-only
+    address array (TrainingBoard.unique_addresses), with the next batch's lookup in
+    between, and every stream starts with cold buffers, so the second read's counts are
+    the first's. Writable arrays are never taken from the memo (they may have changed)."""
+
+    __slots__ = ("_entries",)
+    DEPTH = 4  # streams kept: a batch's lookup, log copy and update read, and one spare
+
+    def __init__(self) -> None:
+        self._entries: list[tuple[np.ndarray, tuple, tuple]] = []
+
+    def read_summary(self, addr: np.ndarray, key: tuple) -> tuple:
+        """fused.read_summary(addr, *key), from the memo where it holds them."""
+        if not addr.flags.writeable:
+            for held, held_key, counts in self._entries:
+                if held is addr and held_key == key:
+                    return counts
+        counts = fused.read_summary(addr, *key)
+        if not addr.flags.writeable:
+            self._entries = [(addr, key, counts), *self._entries[: self.DEPTH - 1]]
+        return counts
+
+
 def digest_reads(
     addr: np.ndarray,
     size: int,
@@ -48,13 +73,16 @@ def digest_reads(
     buffer_lines: int,
     lines: bool,
     missed: bool,
+    memo: SummaryMemo | None = None,
 ) -> ReadDigest:
     """A read stream of ``size``-byte requests at ``addr`` (int64) through the buffers;
-    ``lines``/``missed``: whether to return the per-access lines and the misses."""
+    ``lines``/``missed``: whether to return the per-access lines and the misses;
+    ``memo``: the device's last counts (compiled path)."""
     n = geometry.controllers
     if kernels.COMPILED:
         shape = (geometry.unit, geometry.interleave // geometry.unit, n, buffer_lines)
-        counts = fused.read_summary(addr, size, *shape)
+        memo = memo or SummaryMemo()
+        counts = memo.read_summary(addr, (size, *shape))
         line = None
         if lines and int(counts[2].sum()) == addr.size:  # one line per request
             line = _lines_of(addr, geometry.unit)
