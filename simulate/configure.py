@@ -19,6 +19,7 @@ from components.sim.schedule import Scheduler
 from simulate.options import SYSTEMS, RunOptions, UsageError, multi_device, resolve_topology
 from workloads.inputs import DEFAULT_ZIPF_EXPONENT, BatchSource, InputGenerator
 from workloads.models import DEFAULT_BATCH_SIZE, ModelSpec, get_model
+from workloads.shared_inputs import SharedBatches
 from workloads.traces import open_trace, trace_pooling
 
 FUNCTIONAL_DEFAULT_ROWS = 100_000  # rows per table when real numerics must fit in memory
@@ -52,9 +53,21 @@ def input_generator(options: RunOptions, spec: ModelSpec, batch_size: int) -> Ba
         )
         return open_trace(options.trace, spec, batch_size, synthetic)
     zipf = DEFAULT_ZIPF_EXPONENT if options.zipf is None else options.zipf
-    return InputGenerator(
+    generator = InputGenerator(
         spec, batch_size, seed=options.seed, zipf_exponent=zipf, reuse=options.reuse
     )
+    if options.input_cache is None:
+        return generator
+    return SharedBatches(generator, options.input_cache)
+
+
+def inputs_key(options: RunOptions) -> tuple | None:
+    """What decides a run's generated batches (runs with one key draw the same ones);
+    None for a trace's runs, which read theirs."""
+    if options.trace is not None:
+        return None
+    spec = resolve_spec(options)
+    return (repr(spec), batch_size_of(options), options.seed, options.zipf, options.reuse)
 
 
 def batch_size_of(options: RunOptions) -> int:

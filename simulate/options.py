@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -97,6 +98,9 @@ class RunOptions:
     sharding: str = "table"
     pool_jobs: int = 1
     """Training jobs, each from a host of its own, sharing the CXL-MEMs (CXL pooling)."""
+    input_cache: str | None = None
+    """--input-cache DIR: generated batches kept for other runs with the same inputs
+    (workloads/shared_inputs.py); a local sweep gives its runs one. Results unchanged."""
     board: TrainingBoard | None = None
     """A board built in Python (simulate.simulator): each simulation connects a copy of
     it. None: the CLI's board for ``system``."""
@@ -329,6 +333,15 @@ _RUN_ARGUMENTS: list[tuple[tuple[str, ...], dict]] = [
     ),
     (("--plot",), dict(action="store_true", help="also write timeline.png and breakdown.png")),
     (
+        ("--input-cache",),
+        dict(
+            default=None,
+            metavar="DIR",
+            help="keep generated batches in DIR and load those other runs kept there (runs "
+            "with the same model, batch size and seed share them; results do not change)",
+        ),
+    ),
+    (
         ("--no-progress",),
         dict(dest="progress", action="store_false", help="do not show a progress bar"),
     ),
@@ -442,6 +455,7 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         raise UsageError("--outdir must not be empty")
     if args.pmem_image is not None and not args.pmem_image.strip():
         raise UsageError("--pmem-image must not be empty")
+    _check_input_cache(args.input_cache)
     check_failure_count(args.fail_random, args.batches, "--fail-random")
     check_failure_count(len(args.fail_at) + args.fail_random, args.batches, "--fail-at")
     instants: dict[int, str] = {}
@@ -494,7 +508,18 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         per_gpu_batch=args.per_gpu_batch,
         sharding=args.sharding,
         pool_jobs=args.pool_jobs,
+        input_cache=args.input_cache,
     )
+
+
+def _check_input_cache(folder: str | None) -> None:
+    """A folder, or a path where one can be made."""
+    if folder is None:
+        return
+    if not folder.strip():
+        raise UsageError("--input-cache must not be empty")
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise UsageError(f"--input-cache {folder!r}: exists and is not a directory")
 
 
 def multi_device(options: RunOptions) -> bool:

@@ -68,6 +68,7 @@ class Simulator:
         topology: str | os.PathLike | None = None,
         sharding: str = "table",
         pool_jobs: int = 1,
+        input_cache: str | os.PathLike | None = None,
     ) -> None:
         workload = workload if workload is not None else DlrmWorkload()
         if isinstance(board, str):
@@ -113,6 +114,7 @@ class Simulator:
             per_gpu_batch=None,
             sharding=getattr(built, "sharding", sharding),
             pool_jobs=len(getattr(built, "jobs", ())) or pool_jobs,
+            input_cache=None if input_cache is None else os.fspath(input_cache),
         )
         self.options = replace(options_from_args(args), board=built, spec=custom)
         validate(self.options)

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from tqdm import tqdm
 
+from simulate import configure
 from simulate.cli import raise_received
+from simulate.options import RunOptions
 from simulate.sweeps import executors, store
 from simulate.sweeps.runid import canonical
 from simulate.sweeps.runner import DONE, FAILED, SKIPPED, Outcome, run_one
 from simulate.sweeps.spec import Run, Sweep
+
+INPUT_CACHE = ".inputs"  # the batches the runs share, removed when the sweep ends
 
 
 @dataclass
@@ -35,6 +41,18 @@ def status(sweep: Sweep, run: Run) -> str:
     if store.is_complete(sweep.outroot, run.id):
         return "done"
     return "failed" if store.failure_message(sweep.outroot, run.id) else "pending"
+
+
+def share_inputs(options: list[RunOptions], folder: Path) -> list[RunOptions]:
+    """The runs, those that draw the same batches as another given ``folder`` to keep
+    them in (workloads/shared_inputs.py): one run generates a batch, the others load it."""
+    keys = Counter(configure.inputs_key(run) for run in options)
+    return [
+        replace(run, input_cache=str(folder))
+        if (key := configure.inputs_key(run)) is not None and keys[key] > 1
+        else run
+        for run in options
+    ]
 
 
 def execute(sweep: Sweep, runs: list[Run], executor: str, workers: int) -> Summary:
@@ -67,6 +85,9 @@ def execute(sweep: Sweep, runs: list[Run], executor: str, workers: int) -> Summa
         bar.update()
 
     options = [run.options for run in pending]
+    cache = sweep.outroot / INPUT_CACHE
+    if executor == "local":
+        options = share_inputs(options, cache)
     try:
         if executor == "local" and len(pending) == 1:
             report(run_one(options[0]))
@@ -80,5 +101,6 @@ def execute(sweep: Sweep, runs: list[Run], executor: str, workers: int) -> Summa
         raise
     finally:
         bar.close()
+        shutil.rmtree(cache, ignore_errors=True)
     summary.failures.sort(key=lambda item: item[0].index)
     return summary

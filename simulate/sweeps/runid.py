@@ -2,7 +2,7 @@
 
 The id names the run's outdir, so re-running a sweep finds finished runs by hashing
 the same options again; anything that does not change the simulated result (outdir,
-progress bar, PNG plots) is left out of the hash.
+progress bar, PNG plots, the input cache) is left out of the hash.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from simulate.options import RunOptions
 from workloads.models import DEFAULT_BATCH_SIZE
 
 ID_LENGTH = 12
-NOT_IDENTITY = ("outdir", "progress", "plot")
+NOT_IDENTITY = ("outdir", "progress", "plot", "input_cache")
 # options added after ids were published, whose default names today's behaviour: at
 # their default they are absent, so every existing id stays what it was
 NAMED_DEFAULTS = {

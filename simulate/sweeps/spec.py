@@ -32,7 +32,7 @@ from simulate.sweeps.slurm import parse_slurm
 from workloads.models import get_model
 
 TOP_LEVEL = ("outroot", "fixed", "axes", "zip", "slurm")
-SWEEP_MANAGED = ("help", "outdir", "sets", "progress")
+SWEEP_MANAGED = ("help", "outdir", "sets", "progress", "input_cache")
 SET_PREFIX = "set."
 MAX_RUNS = 10_000  # a grid above this is refused before any run is built (docs/sweeps.md)
 

@@ -1,0 +1,202 @@
+"""Batches shared through a folder (workloads/shared_inputs.py): a run that loads a batch
+another run stored gets the generator's arrays bit for bit, never another generator's,
+and a broken or missing file, a full disk or a read-only folder only cost CPU; a sweep's
+runs with the same inputs share a folder, and their stats do not change."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simulate.configure import inputs_key
+from simulate.job import run_job
+from simulate.options import RunOptions
+from simulate.sweeps import driver
+from simulate.sweeps.driver import execute
+from simulate.sweeps.spec import load_sweep
+from workloads import shared_inputs
+from workloads.inputs import Batch, InputGenerator
+from workloads.models import get_model
+from workloads.shared_inputs import SharedBatches, generator_identity
+
+
+def _arrays(batch: Batch) -> list[np.ndarray]:
+    return [batch.dense, batch.labels, *batch.offsets, *batch.indices]
+
+
+def _same(got: Batch, want: Batch) -> None:
+    assert len(got.indices) == len(want.indices) and len(got.offsets) == len(want.offsets)
+    for a, b in zip(_arrays(got), _arrays(want), strict=True):
+        assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def _generator(**kwargs) -> InputGenerator:
+    spec = get_model(kwargs.pop("model", "rmc1")).capped(kwargs.pop("rows", 5000))
+    return InputGenerator(spec, kwargs.pop("batch_size", 16), **kwargs)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.sampled_from(["rmc1", "rmc2", "rm3"]),
+    st.integers(1, 40),
+    st.integers(0, 2**32 - 1),
+    st.booleans(),
+    st.sampled_from([None, 0.0, 0.5, 1.0]),
+)
+def test_a_loaded_batch_is_the_generated_one_bit_for_bit(model, size, seed, fixed, reuse):
+    generator = _generator(
+        model=model, batch_size=size, seed=seed, fixed_pooling=fixed, reuse=reuse
+    )
+    with tempfile.TemporaryDirectory() as folder:
+        first = SharedBatches(generator, folder)
+        stored = [first.batch(i) for i in (0, 3, 1)]
+        second = SharedBatches(generator, folder)
+        for i, batch in zip((0, 3, 1), stored, strict=True):
+            want = generator.batch(i)
+            _same(batch, want)
+            _same(second.batch(i), want)
+        assert (first.loaded, second.loaded) == (0, 3)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        dict(seed=8),
+        dict(batch_size=17),
+        dict(zipf_exponent=1.2),
+        dict(reuse=0.5),
+        dict(fixed_pooling=False),
+        dict(teacher_scale=2.0),
+        dict(teacher_bias=-1.0),
+        dict(rows=4000),
+        dict(model="rmc2"),
+    ],
+)
+def test_another_generator_never_reads_the_batches(tmp_path, change):
+    """Every parameter that decides a batch names the folder: a run with another one
+    generates its own batches instead of loading these."""
+    base = _generator(seed=7)
+    SharedBatches(base, tmp_path).batch(0)
+    other = _generator(**{"seed": 7, **change})
+    assert generator_identity(other) != generator_identity(base)
+    shared = SharedBatches(other, tmp_path)
+    _same(shared.batch(0), other.batch(0))
+    assert shared.loaded == 0
+
+
+def _stored(folder: Path) -> Path:
+    (path,) = folder.glob("*/0.batch")
+    return path
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda raw: raw[: len(raw) // 2],  # truncated
+        lambda raw: b"",  # empty
+        lambda raw: b"NOTABATC" + raw[8:],  # another file
+        lambda raw: raw + b"\0" * 8,  # longer than its header says
+        lambda raw: raw[:8] + np.int64(5).tobytes() + raw[16:],  # another table count
+        lambda raw: raw[:16] + np.int64(3).tobytes() + raw[24:],  # another sample count
+    ],
+)
+def test_a_broken_stored_batch_is_drawn_again(tmp_path, damage):
+    generator = _generator(seed=3)
+    SharedBatches(generator, tmp_path).batch(0)
+    path = _stored(tmp_path)
+    path.write_bytes(damage(path.read_bytes()))
+    shared = SharedBatches(generator, tmp_path)
+    _same(shared.batch(0), generator.batch(0))
+    assert shared.loaded == 0
+    _same(SharedBatches(generator, tmp_path).batch(0), generator.batch(0))  # stored again
+
+
+def test_offsets_that_do_not_end_at_the_indices_are_refused(tmp_path):
+    generator = _generator(seed=3)
+    batch = generator.batch(0)
+    broken = Batch(batch.dense, batch.indices, [o + 1 for o in batch.offsets], batch.labels)
+    shared_inputs.write_batch(tmp_path / "x.batch", broken)
+    with pytest.raises(ValueError, match="offsets"):
+        shared_inputs.read_batch(tmp_path / "x.batch", len(batch.indices), batch.batch_size)
+
+
+def test_a_full_disk_or_a_read_only_folder_only_costs_cpu(tmp_path, monkeypatch):
+    generator = _generator(seed=4)
+    monkeypatch.setattr(shared_inputs, "MIN_FREE_BYTES", 1 << 62)
+    shared = SharedBatches(generator, tmp_path / "full")
+    _same(shared.batch(0), generator.batch(0))
+    assert not list((tmp_path / "full").glob("*/*.batch"))
+    monkeypatch.undo()
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    shared = SharedBatches(generator, blocked)
+    for i in range(3):
+        _same(shared.batch(i), generator.batch(i))
+
+
+def test_a_sweep_shares_a_folder_only_among_runs_with_the_same_inputs(tmp_path):
+    runs = [
+        RunOptions(system="cxl", model="rmc1", seed=1),
+        RunOptions(system="pmem", model="rmc1", seed=1),
+        RunOptions(system="cxl", model="rmc1", seed=2),
+        RunOptions(system="cxl", model="rmc1", seed=1, batch_size=64),
+        RunOptions(system="cxl", model="rmc1", seed=1, trace="t.bin"),
+        RunOptions(system="cxl", model="rmc2", seed=1),
+        RunOptions(system="dram", model="rmc2", seed=1, functional=True),
+    ]
+    given = driver.share_inputs(runs, tmp_path)
+    assert [run.input_cache is not None for run in given] == [1, 1, 0, 0, 0, 0, 0]
+    assert inputs_key(runs[4]) is None
+    assert [replace(run, input_cache=None) for run in given] == runs
+
+
+def _stats(options: RunOptions) -> list[str]:
+    run_job(options)
+    text = Path(options.outdir, "stats.txt").read_text()
+    return [line for line in text.splitlines() if "host" not in line.lower()]
+
+
+@pytest.mark.parametrize("system", ["cxl", "pmem"])
+def test_runs_that_load_their_batches_give_the_same_stats(tmp_path, system):
+    """The first run stores its batches, the second loads every one: both give the
+    stats of a run that generated its own."""
+    base = RunOptions(system=system, model="rmc1", batches=4, seed=5, progress=False)
+    alone = _stats(replace(base, outdir=str(tmp_path / "alone")))
+    folder = str(tmp_path / "inputs")
+    storing = _stats(replace(base, outdir=str(tmp_path / "a"), input_cache=folder))
+    loading = _stats(replace(base, outdir=str(tmp_path / "b"), input_cache=folder))
+    assert storing == alone and loading == alone
+    assert len(list(Path(folder).glob("*/*.batch"))) >= 4
+
+
+def test_a_local_sweep_shares_its_batches_and_removes_them(tmp_path, monkeypatch):
+    """A local sweep gives its runs of the same inputs one folder under the outroot, and
+    removes it when the sweep ends; every run's stats are those of a run alone."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        f"outroot: {tmp_path / 'out'}\nfixed: {{model: rmc1, batches: 3, seed: 5}}\n"
+        "axes: {system: [cxl, pmem]}\n"
+    )
+    sweep = load_sweep(spec)
+    seen = []
+    real = driver.executors.run_local
+
+    def record(options, workers, report):
+        seen.extend(run.input_cache for run in options)
+        assert all(Path(folder).parent == sweep.outroot for folder in seen)
+        real(options, workers, report)
+
+    monkeypatch.setattr(driver.executors, "run_local", record)
+    assert execute(sweep, sweep.runs, "local", 2).counts["done"] == 2
+    assert len(seen) == 2 and seen[0] == seen[1] is not None
+    assert not Path(seen[0]).exists()
+    for run in sweep.runs:
+        got = (sweep.outroot / run.id / "stats.txt").read_text().splitlines()
+        alone = _stats(replace(run.options, outdir=str(tmp_path / run.id), input_cache=None))
+        assert [line for line in got if "host" not in line.lower()] == alone
