@@ -64,6 +64,13 @@ def parse_args(argv: list[str] | None):
         help="local pool size (default: all cores)",
     )
     parser.add_argument("--outroot", help="override the spec's outroot")
+    parser.add_argument(
+        "--no-shared-inputs",
+        dest="shared_inputs",
+        action="store_false",
+        help="every run generates its own batches (default: local runs with the same "
+        "inputs share them in OUTROOT/.inputs, docs/sweeps.md)",
+    )
     add_collect_options(parser)
     args = parser.parse_args(argv)
     # each worker is one process of one BLAS thread: past a few per CPU they only contend
@@ -111,7 +118,7 @@ def _main(argv: list[str] | None) -> int:
             if not 0 <= args.id < len(runs):
                 raise UsageError(f"--id {args.id}: the spec has runs 0..{len(runs) - 1}")
             runs = [runs[args.id]]
-        summary = execute(sweep, runs, args.executor, args.workers)
+        summary = execute(sweep, runs, args.executor, args.workers, args.shared_inputs)
         raise_received()
     except UsageError as exc:
         print(error_line("sweep.py", exc), file=sys.stderr)

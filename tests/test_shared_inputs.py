@@ -21,7 +21,7 @@ from simulate.sweeps import driver
 from simulate.sweeps.driver import execute
 from simulate.sweeps.spec import load_sweep
 from workloads import shared_inputs
-from workloads.inputs import Batch, InputGenerator
+from workloads.inputs import Batch, DistinctRows, InputGenerator
 from workloads.models import get_model
 from workloads.shared_inputs import SharedBatches, generator_identity
 
@@ -57,10 +57,18 @@ def test_a_loaded_batch_is_the_generated_one_bit_for_bit(model, size, seed, fixe
         first = SharedBatches(generator, folder)
         stored = [first.batch(i) for i in (0, 3, 1)]
         second = SharedBatches(generator, folder)
+        offsets = generator.spec.table_offsets
         for i, batch in zip((0, 3, 1), stored, strict=True):
             want = generator.batch(i)
+            loaded = second.batch(i)
             _same(batch, want)
-            _same(second.batch(i), want)
+            _same(loaded, want)
+            for got in (batch, loaded):  # the distinct rows they carry are the sort's
+                for a, b in zip(
+                    got.distinct_rows(offsets), want.distinct_rows(offsets), strict=True
+                ):
+                    assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+            assert loaded.distinct is not None
         assert (first.loaded, second.loaded) == (0, 3)
 
 
@@ -117,13 +125,46 @@ def test_a_broken_stored_batch_is_drawn_again(tmp_path, damage):
     _same(SharedBatches(generator, tmp_path).batch(0), generator.batch(0))  # stored again
 
 
-def test_offsets_that_do_not_end_at_the_indices_are_refused(tmp_path):
+def _distinct(batch: Batch, offsets, rows=None, counts=None) -> Batch:
+    found_rows, found_counts = batch.distinct_rows(offsets)
+    rows = found_rows if rows is None else rows
+    counts = found_counts if counts is None else counts
+    key = tuple(int(o) for o in offsets)
+    return replace(batch, distinct=DistinctRows(key, rows, counts))
+
+
+@pytest.mark.parametrize(
+    "breaking, match",
+    [
+        (lambda b, o: replace(_distinct(b, o), offsets=[x + 1 for x in b.offsets]), "offsets"),
+        (lambda b, o: _distinct(b, o, counts=b.distinct_rows(o)[1] + 1), "distinct"),
+        (lambda b, o: _distinct(b, o, rows=b.distinct_rows(o)[0][::-1].copy()), "distinct"),
+        (lambda b, o: _distinct(b, o, counts=b.distinct_rows(o)[1] * 0), "distinct"),
+    ],
+)
+def test_a_stored_batch_that_does_not_add_up_is_refused(tmp_path, breaking, match):
+    """Offsets that do not end at the indices, distinct rows out of order or whose
+    counts do not add up to the lookups: refused, so the batch is drawn again."""
+    generator = _generator(seed=3)
+    offsets = generator.spec.table_offsets
+    batch = generator.batch(0)
+    with open(tmp_path / "x.batch", "wb") as out:
+        shared_inputs.write_batch(out, breaking(batch, offsets))
+    key = tuple(int(o) for o in offsets)
+    with pytest.raises(ValueError, match=match):
+        shared_inputs.read_batch(tmp_path / "x.batch", len(batch.indices), batch.batch_size, key)
+
+
+def test_distinct_rows_found_with_other_table_offsets_are_sorted_again():
     generator = _generator(seed=3)
     batch = generator.batch(0)
-    broken = Batch(batch.dense, batch.indices, [o + 1 for o in batch.offsets], batch.labels)
-    shared_inputs.write_batch(tmp_path / "x.batch", broken)
-    with pytest.raises(ValueError, match="offsets"):
-        shared_inputs.read_batch(tmp_path / "x.batch", len(batch.indices), batch.batch_size)
+    offsets = np.asarray(generator.spec.table_offsets)
+    wrong = _distinct(batch, offsets, rows=np.arange(3), counts=np.ones(3, dtype=np.int64))
+    assert wrong.distinct_rows(offsets)[0].size == 3  # carried: taken as they are
+    moved = offsets + 7
+    rows, counts = wrong.distinct_rows(moved)
+    assert rows.tobytes() == np.unique(batch.global_rows(moved)).tobytes()
+    assert int(counts.sum()) == sum(idx.size for idx in batch.indices)
 
 
 def test_a_full_disk_or_a_read_only_folder_only_costs_cpu(tmp_path, monkeypatch):

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from components.rowsort import unique_counts
 from workloads.models import DEFAULT_BATCH_SIZE, ModelSpec
 from workloads.rowgen import affine_rows, row_scores
 
@@ -26,6 +27,16 @@ DEFAULT_TEACHER_BIAS = -2.0
 
 
 @dataclass(frozen=True, eq=False)
+class DistinctRows:
+    """A batch's sorted distinct global rows and how often each is looked up, as found
+    with ``table_offsets``: runs that share a batch share them too (shared_inputs.py)."""
+
+    table_offsets: tuple[int, ...]
+    rows: np.ndarray
+    counts: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
 class Batch:
     """One training batch in DLRM's layout: per-table flat indices and bag offsets."""
 
@@ -33,6 +44,7 @@ class Batch:
     indices: list[np.ndarray]  # per table, int64 row ids within the table, bag after bag
     offsets: list[np.ndarray]  # per table, int64, length B+1, offsets[t][-1] == len(indices[t])
     labels: np.ndarray  # (B,) float32 in {0, 1}
+    distinct: DistinctRows | None = None  # found already, where another run stored them
 
     @property
     def batch_size(self) -> int:
@@ -43,6 +55,14 @@ class Batch:
         return np.concatenate(
             [idx + off for idx, off in zip(self.indices, table_offsets, strict=True)]
         )
+
+    def distinct_rows(self, table_offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The sorted distinct global rows and their lookup counts: those the batch
+        carries where they were found with these table offsets, else sorted now."""
+        found = self.distinct
+        if found is not None and found.table_offsets == tuple(int(o) for o in table_offsets):
+            return found.rows, found.counts
+        return unique_counts(self.global_rows(table_offsets))
 
     def bag_lengths(self) -> np.ndarray:
         """(T, B) number of lookups in every bag."""

@@ -8,7 +8,7 @@ from functools import cached_property
 
 import numpy as np
 
-from components.rowsort import previous_slots, unique_counts
+from components.rowsort import previous_slots
 from workloads.inputs import Batch
 from workloads.models import FLOAT_BYTES, ModelSpec
 
@@ -127,11 +127,6 @@ def _optimizer_step(spec: ModelSpec) -> Kernel:
     return Kernel("mlp_sgd_step", 2 * params, 3 * FLOAT_BYTES * params)
 
 
-def sorted_unique(values: np.ndarray) -> np.ndarray:
-    """np.unique by sorting (faster than numpy 2's hash-based unique on row ids)."""
-    return unique_counts(values)[0]
-
-
 def build_demand(
     spec: ModelSpec,
     batch: Batch,
@@ -150,12 +145,12 @@ def build_demand(
     if gpus > 1:
         gpu_kernels = tuple(batch_kernels(spec, share) for share in split_samples(b, gpus))
     rows = batch.global_rows(spec.table_offsets)
-    unique, counts = unique_counts(rows)
+    unique, counts = batch.distinct_rows(spec.table_offsets)
     reused, prev, slot, shared = 0, None, None, None
     if previous_batch is not None:
         prev = previous_rows
         if prev is None:
-            prev = sorted_unique(previous_batch.global_rows(spec.table_offsets))
+            prev = previous_batch.distinct_rows(spec.table_offsets)[0]
         slot, shared = previous_slots(prev, unique)
         reused = int(shared.sum())
     pooled = b * spec.num_tables * spec.row_bytes

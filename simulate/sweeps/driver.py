@@ -55,8 +55,11 @@ def share_inputs(options: list[RunOptions], folder: Path) -> list[RunOptions]:
     ]
 
 
-def execute(sweep: Sweep, runs: list[Run], executor: str, workers: int) -> Summary:
-    """Run every unfinished run of runs; a run's failure never stops the others."""
+def execute(
+    sweep: Sweep, runs: list[Run], executor: str, workers: int, shared_inputs: bool = True
+) -> Summary:
+    """Run every unfinished run of runs; a run's failure never stops the others.
+    ``shared_inputs``: local runs with the same inputs share their batches."""
     if executor == "slurm":
         executors.require_slurm()
     sweep.outroot.mkdir(parents=True, exist_ok=True)
@@ -86,7 +89,7 @@ def execute(sweep: Sweep, runs: list[Run], executor: str, workers: int) -> Summa
 
     options = [run.options for run in pending]
     cache = sweep.outroot / INPUT_CACHE
-    if executor == "local":
+    if executor == "local" and shared_inputs:
         options = share_inputs(options, cache)
     try:
         if executor == "local" and len(pending) == 1:
