@@ -3,10 +3,11 @@
     python benchmarks/bench_shared_inputs.py [--model rm1] [--batches 40] [--workers 2]
 
 First per batch, in this process: CPU to draw a batch (generate it and sort its distinct
-rows), to draw and store it, and to load a stored one (workloads/shared_inputs.py), and its size on disk. Then a local
-sweep of every system on one model and seed, run with shared inputs and without: the
-workers' CPU seconds (user + system of the reaped pool processes) and wall seconds, and
-whether every run's stats (host lines aside) are the same both ways.
+rows), to draw and store it, and to load a stored one (workloads/shared_inputs.py), and
+its size on disk. Then a local sweep of every system on one model and seed, run with
+shared inputs and without: the workers' CPU seconds (user + system of the reaped pool
+processes) and wall seconds, and whether every run's stats (host lines aside) are the
+same both ways.
 """
 
 from __future__ import annotations
