@@ -14,11 +14,16 @@ from components import compiled, rowsort
 pytestmark = pytest.mark.skipif(not compiled.COMPILED, reason="numba not installed")
 
 
+@pytest.mark.parametrize("simd_sort", [True, False])  # numpy's sort, or the radix sort
 @settings(max_examples=200, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(1, 2000), st.integers(0, 62))
-def test_unique_counts_match_numpy(seed, size, bits):
+def test_unique_counts_match_numpy(simd_sort, seed, size, bits):
     values = np.random.default_rng(seed).integers(0, 2**bits + 1, size)
-    got = rowsort.unique_counts(values)
+    rowsort.SIMD_SORT, chosen = simd_sort, rowsort.SIMD_SORT
+    try:
+        got = rowsort.unique_counts(values)
+    finally:
+        rowsort.SIMD_SORT = chosen
     want = numpy_path(compiled, lambda: rowsort.unique_counts(values))
     for a, b in zip(got, want, strict=True):
         assert a.dtype == b.dtype
