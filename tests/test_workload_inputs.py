@@ -5,6 +5,7 @@ from hypothesis import strategies as st
 from workloads.inputs import (
     InputGenerator,
     lookup_reuse_fraction,
+    power_law_draws,
     power_law_ranks,
     reuse_fraction,
 )
@@ -26,6 +27,31 @@ def test_ranks_follow_the_configured_power_law(exponent):
     assert ranks.min() >= 0 and ranks.max() < n
     counts = np.bincount(ranks, minlength=n)
     assert abs(_slope(counts, 2, 100) + exponent) < 0.08
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.integers(0, 2**32 - 1),
+    st.lists(st.integers(1, 10**9), min_size=1, max_size=8),
+    st.sampled_from([0.5, 0.95, 1.0, 1.05, 1.3, 4.0]),
+    st.booleans(),
+)
+def test_power_law_draws_are_the_inverse_cdf_formula_bit_for_bit(seed, rows, exponent, spread):
+    """The draws (computed in place) are the closed form's, to the last bit: the
+    generated batches of every run depend on them."""
+    rows = np.asarray(rows, dtype=np.int64)
+    counts = np.arange(1, rows.size + 1) * 7 if spread else None
+    got = power_law_draws(np.random.default_rng(seed), rows, exponent, counts)
+    u = np.random.default_rng(seed).random(rows.size if counts is None else int(counts.sum()))
+    per_row = rows.astype(np.float64) + 0.5
+    if counts is not None:
+        per_row = np.repeat(per_row, counts)
+    if exponent == 1.0:
+        want = 0.5 * np.power(per_row / 0.5, u)
+    else:
+        e = 1.0 - exponent
+        want = np.power(0.5**e + u * (np.power(per_row, e) - 0.5**e), 1.0 / e)
+    assert got.tobytes() == want.tobytes()
 
 
 def test_generated_table_popularity_is_power_law_and_spread():

@@ -56,13 +56,16 @@ class Batch:
             [idx + off for idx, off in zip(self.indices, table_offsets, strict=True)]
         )
 
-    def distinct_rows(self, table_offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def distinct_rows(
+        self, table_offsets: np.ndarray, rows: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """The sorted distinct global rows and their lookup counts: those the batch
-        carries where they were found with these table offsets, else sorted now."""
+        carries where they were found with these table offsets, else sorted now (from
+        ``rows``, the global rows, where the caller has them)."""
         found = self.distinct
         if found is not None and found.table_offsets == tuple(int(o) for o in table_offsets):
             return found.rows, found.counts
-        return unique_counts(self.global_rows(table_offsets))
+        return unique_counts(self.global_rows(table_offsets) if rows is None else rows)
 
     def bag_lengths(self) -> np.ndarray:
         """(T, B) number of lookups in every bag."""
@@ -123,7 +126,9 @@ def power_law_draws(
         return lo * np.power(spread(hi / lo), u)
     e = 1.0 - exponent
     a = lo**e
-    return np.power(a + u * spread(np.power(hi, e) - a), 1.0 / e)
+    u *= spread(np.power(hi, e) - a)  # in place: a + u * (...) without two temporaries
+    u += a  # (IEEE addition commutes: the same numbers)
+    return np.power(u, 1.0 / e, out=u)
 
 
 def _coprime_multipliers(rows: tuple[int, ...], seed: int) -> np.ndarray:

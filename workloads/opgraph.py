@@ -145,7 +145,7 @@ def build_demand(
     if gpus > 1:
         gpu_kernels = tuple(batch_kernels(spec, share) for share in split_samples(b, gpus))
     rows = batch.global_rows(spec.table_offsets)
-    unique, counts = batch.distinct_rows(spec.table_offsets)
+    unique, counts = batch.distinct_rows(spec.table_offsets, rows)
     reused, prev, slot, shared = 0, None, None, None
     if previous_batch is not None:
         prev = previous_rows
