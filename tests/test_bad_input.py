@@ -60,6 +60,8 @@ CASES = [
     ("trainingcxl", ["--fail-at", "1e30s"], "--fail-at '1e30s'"),
     ("trainingcxl", ["--pmem-image", ""], "--pmem-image must not be empty"),
     ("trainingcxl", ["--pmem-image", "{file}/img"], "no directory"),
+    ("trainingcxl", ["--input-cache", " "], "--input-cache must not be empty"),
+    ("trainingcxl", ["--input-cache", "{file}"], "exists and is not a directory"),
     (
         "trainingcxl",
         ["--functional", "--fail-at", "1ms", "--pmem-image", "{image}"],
