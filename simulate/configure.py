@@ -63,8 +63,10 @@ def input_generator(options: RunOptions, spec: ModelSpec, batch_size: int) -> Ba
 
 def inputs_key(options: RunOptions) -> tuple | None:
     """What decides a run's generated batches (runs with one key draw the same ones);
-    None for a trace's runs, which read theirs."""
-    if options.trace is not None:
+    None for a trace's runs, which read theirs, and for sampled runs: they draw few
+    batches in detail, and the ones they fast-forward through are drawn only by boards
+    with state to warm (an SSD's cache), so storing them would cost more than it saves."""
+    if options.trace is not None or options.sample_plan is not None:
         return None
     spec = resolve_spec(options)
     return (repr(spec), batch_size_of(options), options.seed, options.zipf, options.reuse)

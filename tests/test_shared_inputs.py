@@ -167,6 +167,25 @@ def test_distinct_rows_found_with_other_table_offsets_are_sorted_again():
     assert int(counts.sum()) == sum(idx.size for idx in batch.indices)
 
 
+def test_a_folder_holds_the_first_batches_up_to_its_bound(tmp_path, monkeypatch):
+    """Batch i is stored while (i + 1) times its size fits the bound; the rest are drawn
+    by every run, the same batches either way."""
+    generator = _generator(seed=6)
+    first = _distinct(generator.batch(0), generator.spec.table_offsets)
+    parts = shared_inputs.stored_parts(first)
+    size = len(shared_inputs.MAGIC) + sum(part.nbytes for part in parts)
+    monkeypatch.setattr(shared_inputs, "MAX_FOLDER_BYTES", 3 * size + size // 2)
+    shared = SharedBatches(generator, tmp_path / "bounded")
+    for i in range(6):
+        _same(shared.batch(i), generator.batch(i))
+    stored = sorted(p.name for p in shared.folder.glob("*.batch"))
+    assert stored == ["0.batch", "1.batch", "2.batch"]
+    again = SharedBatches(generator, tmp_path / "bounded")
+    for i in range(6):
+        _same(again.batch(i), generator.batch(i))
+    assert again.loaded == 3
+
+
 def test_a_full_disk_or_a_read_only_folder_only_costs_cpu(tmp_path, monkeypatch):
     generator = _generator(seed=4)
     monkeypatch.setattr(shared_inputs, "MIN_FREE_BYTES", 1 << 62)
@@ -190,9 +209,10 @@ def test_a_sweep_shares_a_folder_only_among_runs_with_the_same_inputs(tmp_path):
         RunOptions(system="cxl", model="rmc1", seed=1, trace="t.bin"),
         RunOptions(system="cxl", model="rmc2", seed=1),
         RunOptions(system="dram", model="rmc2", seed=1, functional=True),
+        RunOptions(system="ssd", model="rmc1", seed=1, sample_plan="20"),
     ]
     given = driver.share_inputs(runs, tmp_path)
-    assert [run.input_cache is not None for run in given] == [1, 1, 0, 0, 0, 0, 0]
+    assert [run.input_cache is not None for run in given] == [1, 1, 0, 0, 0, 0, 0, 0]
     assert inputs_key(runs[4]) is None
     assert [replace(run, input_cache=None) for run in given] == runs
 

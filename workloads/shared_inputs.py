@@ -12,8 +12,9 @@ generator's parameters, the model, numpy's version and the source of the modules
 draw it), so a changed generator never reads another's batches. Writes are atomic
 (a temp file renamed), so a run killed mid-write leaves no partial batch (its temp file
 keeps the others from storing that batch); a batch that does not load (corrupt,
-truncated) is generated again. A run stops storing batches when
-the disk would keep less than MIN_FREE_BYTES free: the cache saves CPU, never results.
+truncated) is generated again. Runs store the first batches up to MAX_FOLDER_BYTES
+and stop storing when the disk would keep less than MIN_FREE_BYTES free: the cache
+saves CPU, never results.
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ from workloads.inputs import Batch, BatchSource, DistinctRows, InputGenerator
 
 MIN_FREE_BYTES = 4 << 30
 """Free disk a run leaves when it stores batches: below it, it generates without storing."""
+MAX_FOLDER_BYTES = 4 << 30
+"""Batches of one generator stored at most: batch i is stored while (i + 1) times its
+size fits (2,600 RM1 batches, 650 RM2), so a long sweep's folder stays bounded; the
+batches beyond are drawn by every run."""
 _DRAWING_MODULES = (inputs, rowgen)
 
 
@@ -75,17 +80,22 @@ class SharedBatches(BatchSource):
         except (OSError, ValueError):
             batch = self._generator.batch(index)  # absent, or unreadable: drawn again
             if self._storing:
-                batch = self._store(path, batch)
+                batch = self._store(path, batch, index)
         else:
             self.loaded += 1
         return batch
 
-    def _store(self, path: Path, batch: Batch) -> Batch:
-        """Store the batch with its distinct rows (found once here, for this run too),
-        unless another run is storing it now: runs started together draw the same
-        batches at once, and one of them writing each is enough."""
+    def _store(self, path: Path, batch: Batch, index: int) -> Batch:
+        """Store batch ``index`` with its distinct rows (found once here, for this run
+        too), unless another run is storing it now (runs started together draw the same
+        batches at once, and one of them writing each is enough) or the folder's bound
+        is reached."""
         rows, counts = batch.distinct_rows(self.spec.table_offsets)
         batch = replace(batch, distinct=DistinctRows(self._offsets, rows, counts))
+        parts = stored_parts(batch)
+        if (index + 1) * (len(MAGIC) + sum(part.nbytes for part in parts)) > MAX_FOLDER_BYTES:
+            self._storing = False
+            return batch
         tmp = path.with_name(f".{path.name}.tmp")
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
@@ -93,7 +103,7 @@ class SharedBatches(BatchSource):
                 self._storing = False
                 return batch
             with open(tmp, "xb") as out:  # exclusive: a run storing it already has it
-                write_batch(out, batch)
+                write_parts(out, parts)
             os.replace(tmp, path)
         except FileExistsError:
             pass
@@ -117,6 +127,17 @@ HEADER_WORDS = 5  # T, B, D, U, W, then T index counts
 
 def write_batch(out: BinaryIO, batch: Batch) -> None:
     """``batch``, with its distinct rows, in the stored layout."""
+    write_parts(out, stored_parts(batch))
+
+
+def write_parts(out: BinaryIO, parts: list[np.ndarray]) -> None:
+    out.write(MAGIC)
+    for part in parts:
+        out.write(memoryview(part).cast("B"))
+
+
+def stored_parts(batch: Batch) -> list[np.ndarray]:
+    """The arrays of ``batch``'s stored layout after MAGIC, in order."""
     counts = [idx.size for idx in batch.indices]
     distinct = batch.distinct
     if distinct is None:
@@ -124,7 +145,7 @@ def write_batch(out: BinaryIO, batch: Batch) -> None:
     narrow = max(int(distinct.rows[-1]) if distinct.rows.size else 0, sum(counts)) < 2**31
     width = np.int32 if narrow else np.int64
     header = [len(counts), *batch.dense.shape, distinct.rows.size, 4 if narrow else 8, *counts]
-    parts = (
+    return [
         np.array(header, dtype=np.int64),
         np.ascontiguousarray(batch.dense, dtype=np.float32),
         np.ascontiguousarray(batch.labels, dtype=np.float32),
@@ -132,10 +153,7 @@ def write_batch(out: BinaryIO, batch: Batch) -> None:
         *(idx.astype(width) for idx in batch.indices),
         distinct.rows.astype(width),
         distinct.counts.astype(width),
-    )
-    out.write(MAGIC)
-    for part in parts:
-        out.write(memoryview(part).cast("B"))
+    ]
 
 
 def read_batch(path: Path, tables: int, samples: int, table_offsets: tuple[int, ...]) -> Batch:
