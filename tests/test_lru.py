@@ -30,11 +30,15 @@ def test_matches_the_sorted_reference_op_for_op(seed, ops, rows, capacity, skew,
     possible (floor 0), now and then, and never."""
     lru, reference = LruRows(), SortedLru()
     lru.bound, lru.floor = (rows if bounded else None), floor
-    for op in _ops(seed, ops, rows, skew):
-        first = np.zeros(op.size, dtype=bool)
-        first[np.unique(op, return_index=True)[1]] = True
-        assert np.array_equal(lru.resident(op) | ~first, reference.hits(op))
-        lru.touch(op, capacity)
+    for n, op in enumerate(_ops(seed, ops, rows, skew)):
+        hits = reference.hits(op)
+        if n % 2:  # a read: hits and use in one call
+            assert np.array_equal(lru.access(op, capacity), hits)
+        else:  # hits from the residency, then a use alone (as writes and warming)
+            first = np.zeros(op.size, dtype=bool)
+            first[np.unique(op, return_index=True)[1]] = True
+            assert np.array_equal(lru.resident(op) | ~first, hits)
+            lru.touch(op, capacity)
         reference.touch(op, capacity)
         assert np.array_equal(lru.resident_rows(), reference.rows)
         assert lru.count == reference.rows.size

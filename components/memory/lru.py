@@ -47,13 +47,24 @@ class LruRows:
         held[seen] = self.stamps[rows[seen]] > self.threshold
         return held
 
+    def access(self, rows: np.ndarray, capacity: int) -> np.ndarray:
+        """Use ``rows`` in order (as ``touch``); per use, whether it hits: its row was
+        resident when the op began or used earlier in the op."""
+        if rows.size == 0:
+            return np.zeros(0, dtype=bool)
+        first, distinct = _uses(rows)
+        hits = self.resident(rows) | ~first
+        self._use(distinct, int(rows.max()) + 1, capacity)
+        return hits
+
     def touch(self, rows: np.ndarray, capacity: int) -> None:
         """Use ``rows`` in order, then keep the ``capacity`` most recent."""
-        if rows.size == 0:
-            return
-        self._cover(int(rows.max()) + 1)
-        distinct, reversed_first = np.unique(rows[::-1], return_index=True)
-        distinct = distinct[np.argsort(-reversed_first)]  # by last use in the op
+        if rows.size:
+            self._use(_uses(rows)[1], int(rows.max()) + 1, capacity)
+
+    def _use(self, distinct: np.ndarray, size: int, capacity: int) -> None:
+        """Stamp an op's ``distinct`` rows (by last use), then evict past ``capacity``."""
+        self._cover(size)
         self.count += int(np.count_nonzero(self.stamps[distinct] <= self.threshold))
         self.stamps[distinct] = self.clock + 1 + np.arange(distinct.size)
         self.clock += distinct.size
@@ -120,3 +131,16 @@ class LruRows:
         self.log[: kept.size] = kept
         self.head, self.tail = 0, kept.size
         self.clock = self.base + kept.size - 1
+
+
+def _uses(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per use, whether it is its row's first in the op; the op's distinct rows in the
+    order of their last use. One stable sort for both (a hit needs the first, the
+    stamps the last)."""
+    order = np.argsort(rows, kind="stable")
+    ordered = rows[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    first = np.zeros(rows.size, dtype=bool)
+    first[order[starts]] = True
+    last = order[np.r_[starts[1:], rows.size] - 1]
+    return first, rows[np.sort(last)]

@@ -131,8 +131,7 @@ class SsdWithCache(SimObject):
         addr = np.asarray(addresses, dtype=np.int64).ravel()
         rows, cached = self._rows_of(addr, size)
         hit = np.zeros(addr.size, dtype=bool)
-        hit[cached] = self._hits(rows)
-        self.residency.touch(rows, self._capacity(size))
+        hit[cached] = self.residency.access(rows, self._capacity(size))
         self.hits += int(hit.sum())
         self.misses += int((~hit).sum())
         return concurrent(
@@ -177,9 +176,3 @@ class SsdWithCache(SimObject):
 
     def _capacity(self, size: int) -> int:
         return max(self.cache_capacity // size, 1)
-
-    def _hits(self, rows: np.ndarray) -> np.ndarray:
-        """Resident when the op began, or used earlier in the op."""
-        first = np.zeros(rows.size, dtype=bool)
-        first[np.unique(rows, return_index=True)[1]] = True
-        return self.residency.resident(rows) | ~first
