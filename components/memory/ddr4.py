@@ -16,8 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from components.memory import fused, kernels
-from components.memory.streams import _int64 as int64
-from components.memory.streams import small_keys
+from components.memory.streams import as_int64, small_keys
 
 ACTIVATIONS_PER_WINDOW = 4  # JEDEC DDR4 (JESD79-4) tFAW: at most 4 ACT per rank in the window
 
@@ -44,10 +43,10 @@ def row_activity(
     ``ctrl``, issued in array order on each controller, or at ``position`` (each
     access's place, 0 .. n-1, among its controller's n accesses)."""
     if kernels.COMPILED:
+        issued = as_int64(position if position is not None else ctrl[:0])
         per_bank, switches = fused.row_activity(
-            int64(ctrl), int64(local), int64(position if position is not None else ctrl[:0]),
-            controllers, lines_per_row, banks, ranks,
-        )  # fmt: skip
+            as_int64(ctrl), as_int64(local), issued, controllers, lines_per_row, banks, ranks
+        )
         per_bank = per_bank.reshape(controllers, ranks, banks)
         return RowActivity(per_bank.sum(axis=2), per_bank.max(axis=(1, 2)), switches)
     if position is not None:  # into issue order by scattering, not sorting

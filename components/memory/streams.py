@@ -122,7 +122,7 @@ def _split_compiled(
     """split_lines with the split, controllers and local lines in one compiled pass."""
     unit = geometry.unit
     request, line, lo, hi, ctrl, local = kernels.split(
-        _int64(addr), size, unit, geometry.interleave // unit, geometry.controllers, writes
+        as_int64(addr), size, unit, geometry.interleave // unit, geometry.controllers, writes
     )
     if not writes:  # reads need byte ranges only where a request spans lines
         if line.size == addr.size:
@@ -171,7 +171,7 @@ def queue_merges(
     each access's episode and an order in which episodes are contiguous."""
     order = np.argsort(line, kind="stable")  # a line's accesses together, in issue order
     if kernels.COMPILED and line.size:
-        return (*kernels.queue_merges(_int64(line), _int64(ctrl), order, queue), order)
+        return (*kernels.queue_merges(as_int64(line), as_int64(ctrl), order, queue), order)
     size = line.size
     by_ctrl = np.argsort(small_keys(ctrl), kind="stable")  # issue order on each controller
     ctrl_line = line[by_ctrl]
@@ -208,11 +208,11 @@ def write_episodes(lines: Lines, unit: int) -> Episodes:
     if kernels.COMPILED:
         return Episodes(
             *kernels.write_episodes(
-                _int64(lines.lo),
-                _int64(lines.hi),
+                as_int64(lines.lo),
+                as_int64(lines.hi),
                 lines.episode,
-                _int64(lines.line),
-                _int64(lines.ctrl),
+                as_int64(lines.line),
+                as_int64(lines.ctrl),
                 unit,
             )
         )
@@ -242,7 +242,7 @@ def _write_episodes(lines: Lines, unit: int) -> Episodes:
 def rank_in_group(group: np.ndarray, groups: int) -> np.ndarray:
     """Each element's place among the elements of its group (0..groups-1) before it."""
     if kernels.COMPILED:
-        return kernels.rank_in_group(_int64(group))
+        return kernels.rank_in_group(as_int64(group))
     return _rank_in_group(group, groups)
 
 
@@ -301,7 +301,7 @@ def small_keys(keys: np.ndarray) -> np.ndarray:
     return keys.astype(np.int16) if keys.size and int(keys.max()) < 2**15 else keys
 
 
-def _int64(values: np.ndarray) -> np.ndarray:
+def as_int64(values: np.ndarray) -> np.ndarray:
     """A contiguous int64 array for the kernels (one compiled signature each)."""
     return np.ascontiguousarray(values, dtype=np.int64)
 
