@@ -10,6 +10,7 @@ definitions, which are the contract: both give the same numbers bit for bit
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -131,20 +132,18 @@ class WriteDigest:
     rmw_c: np.ndarray
     count_c: np.ndarray
     covered_c: np.ndarray
-    _access_rank: np.ndarray
-    _access_ctrl: np.ndarray
-    _request_end: np.ndarray
+    # per line access its episode's rank and controller (int32), per request the end
+    # of its accesses (empty: one access each); found when first asked for
+    _accesses: Callable[[], tuple[np.ndarray, np.ndarray, np.ndarray]]
 
     def accept(self, head_c: np.ndarray, free_c: np.ndarray) -> np.ndarray:
         """Per request, the progress of the visible flow (``head_c`` writes per
         controller, ``free_c`` WPQ entries found free) by which the WPQ has room for
         its last line; each controller's WPQ accepts in issue order."""
+        rank, ctrl, ends = self._accesses()
         if kernels.COMPILED:
-            return fused.accept_progress(
-                self._access_rank, self._access_ctrl, self._request_end, head_c, free_c
-            )
-        ctrl, ends = self._access_ctrl, self._request_end
-        fraction = accepted_fraction(self._access_rank, head_c[ctrl], free_c[ctrl])
+            return fused.accept_progress(rank, ctrl, ends, head_c, free_c)
+        fraction = accepted_fraction(rank, head_c[ctrl], free_c[ctrl])
         firsts = np.r_[0, ends[:-1]] if ends.size else np.arange(ctrl.size)
         return running_max_per_group(np.maximum.reduceat(fraction, firsts), ctrl[firsts])
 
@@ -157,8 +156,10 @@ def digest_writes(
     ``write_queue`` entries, streams.queue_merges, which has no fused kernel)."""
     n, unit = geometry.controllers, geometry.unit
     if kernels.COMPILED and buffer_lines > 0:
+        shape = (unit, geometry.interleave // unit, n, buffer_lines)
         return WriteDigest(
-            *fused.line_writes(addr, size, unit, geometry.interleave // unit, n, buffer_lines)
+            *fused.line_writes(addr, size, *shape),
+            lambda: fused.write_accesses(addr, size, *shape),
         )
     lines = split_lines(addr, size, geometry, buffer_lines, write_queue, True)
     episodes = write_episodes(lines, unit)
@@ -167,6 +168,7 @@ def digest_writes(
     if buffer_lines:  # the fused kernel's episode order (no use depends on it)
         by_first = np.argsort(np.unique(lines.episode, return_index=True)[1])
     ctrl, full = episodes.ctrl[by_first], episodes.full[by_first]
+    accesses = (episodes.rank[lines.episode].astype(np.int32), lines.ctrl.astype(np.int32), ends)
     return WriteDigest(
         episodes.line[by_first],
         ctrl,
@@ -176,9 +178,7 @@ def digest_writes(
         np.bincount(ctrl, weights=~full, minlength=n),
         np.bincount(lines.ctrl, minlength=n),
         np.bincount(lines.ctrl, weights=lines.hi - lines.lo, minlength=n),
-        episodes.rank[lines.episode].astype(np.int32),
-        lines.ctrl.astype(np.int32),
-        ends,
+        lambda: accesses,
     )
 
 

@@ -56,33 +56,47 @@ def _line_span(start, size, unit, ushift):  # pragma: no cover - compiled
 @_kernel
 def read_summary(addr, size, unit, per_chunk, controllers, entries):  # pragma: no cover
     """A read stream through direct-mapped buffers of ``entries`` lines per controller:
-    per controller its misses and hits (floats counted in access order), line accesses
-    and bytes requested (float, access order). Counts only: a loop that also fills
-    arrays where asked runs ~1.5x slower, so read_lines and read_misses do that."""
+    per controller its misses and hits, line accesses and bytes requested (floats but
+    for the accesses). Counted per buffer slot in integers and summed per controller at
+    the end: the float sums of whole numbers in access order are these integers
+    exactly (below 2**53), and a controller's running float counter is a chain every
+    access waits on (3x slower). Counts only: a loop that also fills arrays where asked
+    runs ~1.5x slower, so read_lines and read_misses do that."""
     ushift, cshift, nshift = _log2(unit), _log2(per_chunk), _log2(controllers)
     eshift = _log2(entries)
-    misses = np.zeros(controllers)
-    hits = np.zeros(controllers)
-    accesses = np.zeros(controllers, dtype=np.int64)
-    requested = np.zeros(controllers)
-    held = np.full(max(controllers * entries, 1), -1, dtype=np.int64)
+    width = max(entries, 1)  # no buffer: one counter slot per controller
+    slots = controllers * width
+    held = np.full(slots, -1, dtype=np.int64)
+    hits_s = np.zeros(slots, dtype=np.int64)
+    accesses_s = np.zeros(slots, dtype=np.int64)
+    short_s = np.zeros(slots, dtype=np.int64)  # bytes below ``size`` per line access
     for i in range(addr.size):
         start = addr[i]
         first, last = _line_span(start, size, unit, ushift)
         for ln in range(first, last + 1):
             c, local = _place(ln, per_chunk, cshift, controllers, nshift)
-            base = ln * unit
-            requested[c] += float(min(start + size, base + unit) - max(start, base))
-            accesses[c] += 1
-            hit = False
+            s = c * width + (_mod(local, entries, eshift) if entries > 0 else 0)
+            accesses_s[s] += 1
+            if first != last:  # a request over several lines moves part of each
+                base = ln * unit
+                short_s[s] += min(start + size, base + unit) - max(start, base) - size
             if entries > 0:
-                s = c * entries + _mod(local, entries, eshift)
-                hit = held[s] == ln
+                hits_s[s] += held[s] == ln
                 held[s] = ln
-            if hit:
-                hits[c] += 1.0
-            else:
-                misses[c] += 1.0
+    misses = np.empty(controllers)
+    hits = np.empty(controllers)
+    accesses = np.empty(controllers, dtype=np.int64)
+    requested = np.empty(controllers)
+    for c in range(controllers):
+        n, hit, short = 0, 0, 0
+        for s in range(c * width, (c + 1) * width):
+            n += accesses_s[s]
+            hit += hits_s[s]
+            short += short_s[s]
+        accesses[c] = n
+        hits[c] = float(hit)
+        misses[c] = float(n - hit)
+        requested[c] = float(n * size + short)
     return misses, hits, accesses, requested
 
 
@@ -140,9 +154,9 @@ def line_writes(addr, size, unit, per_chunk, controllers, entries):  # pragma: n
     Per episode, in the order of their first accesses: its line, controller, rank among
     its controller's episodes and whether its writes' sub-block masks cover the line.
     Per controller: media writes and partial ones (floats), line accesses and bytes
-    covered (float, access order). Per line access its episode's rank and its
-    controller (int32), per request the end of its accesses (none if every request
-    is one line)."""
+    covered (float; counted in integers, as read_summary). What the WPQ's acceptance
+    needs per access is write_accesses', asked for only where a stream's acceptance
+    is (its arrays cost this pass ~15%)."""
     ushift, cshift, nshift = _log2(unit), _log2(per_chunk), _log2(controllers)
     eshift = _log2(entries)
     whole = unit % SUB_BLOCKS == 0  # integer sub-blocks: the float quotients are exact
@@ -157,20 +171,15 @@ def line_writes(addr, size, unit, per_chunk, controllers, entries):  # pragma: n
     slots = controllers * entries
     held = np.full(slots, -1, dtype=np.int64)
     current = np.zeros(slots, dtype=np.int64)  # the slot's open episode
+    accesses_s = np.zeros(slots, dtype=np.int64)
+    covered_s = np.zeros(slots, dtype=np.int64)
     placed = np.zeros(controllers, dtype=np.int64)
     ep_line = np.empty(total, dtype=np.int64)
     ep_ctrl = np.empty(total, dtype=np.int64)
     ep_rank = np.empty(total, dtype=np.int64)
     union = np.empty(total, dtype=np.uint32)  # SUB_BLOCKS bits: less memory to fault in
-    access_rank = np.empty(total, dtype=np.int32)
-    access_ctrl = np.empty(total, dtype=np.int32)
-    single = total == requests  # one line per request: request i ends at access i + 1
-    request_end = np.empty(0 if single else requests, dtype=np.int64)
-    count_c = np.zeros(controllers, dtype=np.int64)
-    covered_c = np.zeros(controllers)
     one = np.uint64(1)
     count = 0
-    k = 0
     for i in range(requests):
         start = addr[i]
         first, last = _line_span(start, size, unit, ushift)
@@ -189,46 +198,81 @@ def line_writes(addr, size, unit, per_chunk, controllers, entries):  # pragma: n
             mask = FULL32 if width >= SUB_BLOCKS else np.uint32(((one << width) - one) << lo_blk)
             s = c * entries + _mod(local, entries, eshift)
             if held[s] == ln:
-                e = current[s]
+                union[current[s]] |= mask
             else:
-                e = count
-                count += 1
                 held[s] = ln
-                current[s] = e
-                ep_line[e] = ln
-                ep_ctrl[e] = c
-                ep_rank[e] = placed[c]
+                current[s] = count
+                ep_line[count] = ln
+                ep_ctrl[count] = c
+                ep_rank[count] = placed[c]
                 placed[c] += 1
-                union[e] = 0
-            union[e] |= mask
-            access_rank[k] = ep_rank[e]
-            access_ctrl[k] = c
-            count_c[c] += 1
-            covered_c[c] += float(hi - lo)
-            k += 1
-        if not single:
-            request_end[i] = k
+                union[count] = mask
+                count += 1
+            accesses_s[s] += 1
+            covered_s[s] += hi - lo
     full = np.empty(count, dtype=np.bool_)
-    writes_c = np.zeros(controllers)
-    rmw_c = np.zeros(controllers)
+    writes_i = np.zeros(controllers, dtype=np.int64)
+    rmw_i = np.zeros(controllers, dtype=np.int64)
     for e in range(count):
         full[e] = union[e] == FULL32
-        writes_c[ep_ctrl[e]] += 1.0
-        if not full[e]:
-            rmw_c[ep_ctrl[e]] += 1.0
+        writes_i[ep_ctrl[e]] += 1
+        rmw_i[ep_ctrl[e]] += not full[e]
+    count_c = np.zeros(controllers, dtype=np.int64)
+    covered_c = np.empty(controllers)
+    for c in range(controllers):
+        covered = 0
+        for s in range(c * entries, (c + 1) * entries):
+            count_c[c] += accesses_s[s]
+            covered += covered_s[s]
+        covered_c[c] = float(covered)
     return (
         ep_line[:count],
         ep_ctrl[:count],
         ep_rank[:count],
         full,
-        writes_c,
-        rmw_c,
+        writes_i.astype(np.float64),
+        rmw_i.astype(np.float64),
         count_c,
         covered_c,
-        access_rank,
-        access_ctrl,
-        request_end,
     )
+
+
+@_kernel
+def write_accesses(addr, size, unit, per_chunk, controllers, entries):  # pragma: no cover
+    """Per line access of line_writes' stream its episode's rank and its controller
+    (int32), per request the end of its accesses (none if every request is one line):
+    the same buffer pass without the episodes' lines and coverage."""
+    ushift, cshift, nshift = _log2(unit), _log2(per_chunk), _log2(controllers)
+    eshift = _log2(entries)
+    requests = addr.size
+    total = 0
+    for i in range(requests):
+        first, last = _line_span(addr[i], size, unit, ushift)
+        total += last - first + 1
+    slots = controllers * entries
+    held = np.full(slots, -1, dtype=np.int64)
+    rank = np.zeros(slots, dtype=np.int32)  # the rank of the slot's open episode
+    placed = np.zeros(controllers, dtype=np.int32)
+    access_rank = np.empty(total, dtype=np.int32)
+    access_ctrl = np.empty(total, dtype=np.int32)
+    single = total == requests  # one line per request: request i ends at access i + 1
+    request_end = np.empty(0 if single else requests, dtype=np.int64)
+    k = 0
+    for i in range(requests):
+        first, last = _line_span(addr[i], size, unit, ushift)
+        for ln in range(first, last + 1):
+            c, local = _place(ln, per_chunk, cshift, controllers, nshift)
+            s = c * entries + _mod(local, entries, eshift)
+            if held[s] != ln:
+                held[s] = ln
+                rank[s] = placed[c]
+                placed[c] += 1
+            access_rank[k] = rank[s]
+            access_ctrl[k] = c
+            k += 1
+        if not single:
+            request_end[i] = k
+    return access_rank, access_ctrl, request_end
 
 
 @_kernel
