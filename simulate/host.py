@@ -18,6 +18,7 @@ from tqdm import tqdm
 from components.boards.base import BatchOps, TrainingBoard
 from components.sim.engine import Engine
 from simulate.cli import raise_received
+from simulate.heap import keep_freed_memory
 from workloads.models import ModelSpec
 from workloads.opgraph import BatchDemand, build_demand
 
@@ -64,6 +65,7 @@ def drive_batches(
                 issued(n, demand, ops)
             bar.update(1)
 
+    keep_freed_memory()
     engine.process(host())
     for job, (source, job_ends) in enumerate(pool, start=1):
         engine.process(host(source, job, job_ends, None, None))
