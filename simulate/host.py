@@ -1,8 +1,10 @@
 """The host side of a run: each batch's inputs, numerics and ops, one batch ahead.
 
-Batch N+1 is generated, trained on (with real numerics) and issued once batch N's
-lookup is done, as the training framework would hand the next batch to the devices:
-memory stays bounded by a few batches whatever the run's length. The plain run, the
+Batch N+1 is trained on (with real numerics) and issued once batch N's lookup is
+done, as the training framework would hand the next batch to the devices; its inputs
+and demand are made ahead, on a second thread where a CPU is free for it
+(simulate/prefetch.py). Memory stays bounded by a few batches whatever the run's
+length. The plain run, the
 recorded runs of the failure model and the gem5 replay all drive a board this way.
 """
 
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 import gc
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from tqdm import tqdm
@@ -19,6 +21,8 @@ from components.boards.base import BatchOps, TrainingBoard
 from components.sim.engine import Engine
 from simulate.cli import raise_received
 from simulate.heap import keep_freed_memory
+from simulate.prefetch import made_ahead
+from workloads.inputs import Batch
 from workloads.models import ModelSpec
 from workloads.opgraph import BatchDemand, build_demand
 
@@ -47,19 +51,17 @@ def drive_batches(
         disable=not progress, file=sys.stderr, leave=False,
     )  # fmt: skip
 
+    made = []  # each host's batches, made ahead: stopped when the run ends
+
     def host(generator=generator, job: int = 0, ends=ends, trainer=trainer, issued=issued):
-        previous = generator.batch(batches.start - 1) if batches.start > 0 else None
-        previous_rows = None  # the previous demand's unique rows, found once
-        for n in batches:
+        demands = made_ahead(prepared(spec, generator, batches, board.gpu_count))
+        made.append(demands)
+        for n, batch, demand in demands:
             raise_received()  # a Ctrl-C or SIGTERM that a finalizer dropped stops here
-            batch = generator.batch(n)
             if trainer is not None:
                 trainer.step(batch)
-            demand = build_demand(spec, batch, n, previous, previous_rows, gpus=board.gpu_count)
-            previous_rows = demand.lookup.unique_rows
             ops = board.issue_batch(demand, job=job) if job else board.issue_batch(demand)
             ends.append(ops.end)
-            previous = batch
             yield ops.lookup.done
             if issued is not None:
                 issued(n, demand, ops)
@@ -69,10 +71,28 @@ def drive_batches(
     engine.process(host())
     for job, (source, job_ends) in enumerate(pool, start=1):
         engine.process(host(source, job, job_ends, None, None))
-    with long_lived_frozen():
-        engine.run()
+    try:
+        with long_lived_frozen():
+            engine.run()
+    finally:
+        for demands in made:
+            demands.close()
     bar.close()
     return ends
+
+
+def prepared(
+    spec: ModelSpec, generator, batches: range, gpus: int
+) -> Iterator[tuple[int, Batch, BatchDemand]]:
+    """Each batch of ``batches`` with its demand; the previous batch's distinct rows
+    are handed on, not found again."""
+    previous = generator.batch(batches.start - 1) if batches.start > 0 else None
+    previous_rows = None
+    for n in batches:
+        batch = generator.batch(n)
+        demand = build_demand(spec, batch, n, previous, previous_rows, gpus=gpus)
+        yield n, batch, demand
+        previous, previous_rows = batch, demand.lookup.unique_rows
 
 
 @contextmanager

@@ -1,0 +1,84 @@
+"""simulate/prefetch.py: items made on the worker thread come in order and unchanged,
+an error there is raised at the consumer where it happened, at most one item is made
+ahead, closing stops the thread; and a run gives the same stats with and without it."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simulate import prefetch
+from simulate.job import run_job
+from simulate.options import RunOptions
+from simulate.prefetch import made_ahead
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers()), st.booleans())
+def test_items_come_in_order_and_unchanged(items, threaded):
+    assert list(made_ahead(iter(items), threaded)) == items
+
+
+def failing_after(count: int):
+    yield from range(count)
+    raise ValueError("trace.bin: truncated")
+
+
+@pytest.mark.parametrize("threaded", [True, False])
+def test_an_error_is_raised_at_the_item_it_stopped_at(threaded):
+    got = []
+    with pytest.raises(ValueError, match="truncated"):
+        for item in made_ahead(failing_after(3), threaded):
+            got.append(item)
+    assert got == [0, 1, 2]
+
+
+def test_at_most_one_item_is_made_ahead_and_closing_stops_the_worker():
+    made = []
+
+    def items():
+        for n in range(100):
+            made.append(n)
+            yield n
+
+    ahead = made_ahead(items(), True)
+    assert next(ahead) == 0
+    time.sleep(0.3)  # room for the worker to run ahead, were it unbounded
+    assert len(made) <= 3  # the one handed over, one queued, one being made
+    ahead.close()
+    assert not [t for t in threading.enumerate() if t.name == "batch-prefetch"]
+    assert len(made) <= 3
+
+
+def test_one_usable_cpu_makes_the_items_in_line(monkeypatch):
+    monkeypatch.setattr(prefetch, "usable_cpus", lambda: 1)
+    threads = []
+
+    def items():
+        threads.append(threading.current_thread())
+        yield 1
+
+    assert list(made_ahead(items())) == [1]
+    assert threads == [threading.main_thread()]
+
+
+def run_stats(options: RunOptions) -> list[str]:
+    run_job(options)
+    text = Path(options.outdir, "stats.txt").read_text()
+    return [line for line in text.splitlines() if "host" not in line.lower()]
+
+
+@pytest.mark.parametrize("system,model", [("cxl", "rm1"), ("cxl-b", "rmc1"), ("ssd", "rmc2")])
+def test_a_run_gives_the_same_stats_with_and_without_the_worker(
+    monkeypatch, tmp_path, system, model
+):
+    options = dict(system=system, model=model, batches=4, seed=3, progress=False)
+    monkeypatch.setattr(prefetch, "usable_cpus", lambda: 2)
+    threaded = run_stats(RunOptions(**options, outdir=str(tmp_path / "threaded")))
+    monkeypatch.setattr(prefetch, "usable_cpus", lambda: 1)
+    assert run_stats(RunOptions(**options, outdir=str(tmp_path / "inline"))) == threaded
