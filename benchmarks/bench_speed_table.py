@@ -5,16 +5,17 @@
         [--gem5-models rm1] [--gem5-systems cxl,cxl-b,cxl-d] [--gem5-batches 1]
         [--sample-memory 1000,10000]
 
-Per (system, model): the full-detail CPU seconds per simulated batch (bench_slowdown.py's
-long-less-short difference, minimum of ``--repeats``), the sampled run's CPU seconds over
-the batches it covers (``--sampled-batches`` batches with ``--sample``: start-up and the
-skipped batches' fast-forward included, the minimum of ``--repeats``), each divided by
-the simulated seconds per batch (the slowdown: below 1, faster than the hardware), and
-where gem5 replays the same batches (bench_gem5.py: every memory op of the built-in
-schedule, concurrently) gem5's wall seconds per batch over the full-detail CPU seconds
-per batch. gem5 is slow, so it runs only on ``--gem5-models`` x ``--gem5-systems``.
-``--sample-memory A,B`` adds the peak RSS of sampled A- and B-batch runs (bench_slowdown's
-``--memory`` is the full-detail counterpart).
+Per (system, model): the full-detail wall and CPU seconds per simulated batch
+(bench_slowdown.py's long-less-short difference, minimum of ``--repeats``), the sampled
+run's wall and CPU seconds over the batches it covers (``--sampled-batches`` batches
+with ``--sample``: start-up and the skipped batches' fast-forward included, the minimum
+of ``--repeats``), each divided by the simulated seconds per batch (the slowdown: below
+1, faster than the hardware), and where gem5 replays the same batches (bench_gem5.py:
+every memory op of the built-in schedule, concurrently) gem5's wall seconds per batch
+over the full-detail wall and CPU seconds per batch (gem5 runs on one thread, so its
+wall time is its CPU time). gem5 is slow, so it runs only on ``--gem5-models`` x
+``--gem5-systems``. ``--sample-memory A,B`` adds the peak RSS of sampled A- and B-batch
+runs (bench_slowdown's ``--memory`` is the full-detail counterpart).
 """
 
 from __future__ import annotations
@@ -32,13 +33,13 @@ REPO = bench_slowdown.REPO
 
 
 def sampled_per_batch(system: str, model: str, batches: int, plan: str, repeats: int):
-    """Minimum CPU seconds of a sampled run over its batches, the estimated simulated
-    ms per batch, and the run's peak RSS (MiB)."""
-    cpu, rss, mean = math.inf, 0.0, 0.0
+    """Minimum wall and CPU ms of a sampled run per batch it covers, the estimated
+    simulated ms per batch, and the run's peak RSS (MiB)."""
+    cpu, wall, rss, mean = math.inf, math.inf, 0.0, 0.0
     for _ in range(repeats):
-        c, rss, _times, mean = bench_slowdown.probe(system, model, batches, sample_plan=plan)
-        cpu = min(cpu, c)
-    return 1e3 * cpu / batches, mean, rss
+        c, w, rss, _times, mean = bench_slowdown.probe(system, model, batches, sample_plan=plan)
+        cpu, wall = min(cpu, c), min(wall, w)
+    return 1e3 * wall / batches, 1e3 * cpu / batches, mean, rss
 
 
 def gem5_per_batch(system: str, model: str, batches: int) -> float | None:
@@ -70,32 +71,39 @@ def main() -> int:
     memory = [int(b) for b in args.sample_memory.split(",")] if args.sample_memory else []
     gem5_on = {(m, s) for m in args.gem5_models.split(",") for s in args.gem5_systems.split(",")}
     print(
-        "| model | system | simulated ms / batch | full CPU ms / batch | full slowdown | "
+        "| model | system | simulated ms / batch | full wall ms / batch | full slowdown | "
+        "full CPU ms / batch | full CPU slowdown | "
         f"sampled ({args.sample}, {args.sampled_batches} batches) ms / batch | "
-        "sampled CPU ms / batch | sampled slowdown | gem5 s / batch | gem5 / full |"
+        "sampled wall ms / batch | sampled slowdown | sampled CPU ms / batch | "
+        "gem5 s / batch | gem5 / full wall | gem5 / full CPU |"
         + "".join(f" sampled RSS MiB @{b} |" for b in memory)
     )
-    print("|---" * (10 + len(memory)) + "|")
+    print("|---" * (14 + len(memory)) + "|")
     for model in args.models.split(","):
         for system in args.systems.split(","):
-            (cpu,), simulated = bench_slowdown.per_batch(
+            (cpu,), (wall,), simulated = bench_slowdown.per_batch(
                 system, model, args.short, args.long, args.repeats, [REPO]
             )
-            s_cpu, s_sim, _ = sampled_per_batch(
+            s_wall, s_cpu, s_sim, _ = sampled_per_batch(
                 system, model, args.sampled_batches, args.sample, args.repeats
             )
             row = (
-                f"| {model} | {system} | {simulated:.3f} | {cpu:.1f} | {cpu / simulated:.2f} | "
-                f"{s_sim:.3f} | {s_cpu:.2f} | {s_cpu / s_sim:.3f} |"
+                f"| {model} | {system} | {simulated:.3f} | {wall:.1f} | {wall / simulated:.2f} "
+                f"| {cpu:.1f} | {cpu / simulated:.2f} | {s_sim:.3f} | {s_wall:.2f} | "
+                f"{s_wall / s_sim:.3f} | {s_cpu:.2f} |"
             )
             g = (
                 gem5_per_batch(system, model, args.gem5_batches)
                 if (model, system) in gem5_on
                 else None
             )
-            row += f" {g:.2f} | {1e3 * g / cpu:.0f}x |" if g is not None else " - | - |"
+            row += (
+                f" {g:.2f} | {1e3 * g / wall:.0f}x | {1e3 * g / cpu:.0f}x |"
+                if g is not None
+                else " - | - | - |"
+            )
             for b in memory:
-                row += f" {sampled_per_batch(system, model, b, args.sample, 1)[2]:.0f} |"
+                row += f" {sampled_per_batch(system, model, b, args.sample, 1)[3]:.0f} |"
             print(row, flush=True)
     return 0
 
