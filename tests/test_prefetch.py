@@ -82,3 +82,31 @@ def test_a_run_gives_the_same_stats_with_and_without_the_worker(
     threaded = run_stats(RunOptions(**options, outdir=str(tmp_path / "threaded")))
     monkeypatch.setattr(prefetch, "usable_cpus", lambda: 1)
     assert run_stats(RunOptions(**options, outdir=str(tmp_path / "inline"))) == threaded
+
+
+@pytest.mark.parametrize(
+    "cpus,runs,threaded", [(2, 1, True), (2, 2, False), (8, 4, True), (8, 5, False)]
+)
+def test_a_sweeps_runs_get_the_thread_only_with_two_cpus_each(monkeypatch, cpus, runs, threaded):
+    monkeypatch.setattr(prefetch, "usable_cpus", lambda: cpus)
+    monkeypatch.setattr(prefetch, "_sharing", 1)
+    prefetch.share_cpus(runs)
+    where = []
+
+    def items():
+        where.append(threading.current_thread() is threading.main_thread())
+        yield 1
+
+    assert list(made_ahead(items())) == [1]
+    assert where == [not threaded]
+
+
+def test_a_local_sweeps_workers_are_told_how_many_share_the_cpus(monkeypatch):
+    from simulate.sweeps import executors
+
+    told = []
+    monkeypatch.setattr(prefetch, "share_cpus", told.append)
+    monkeypatch.setattr(executors, "_die_with", lambda parent: None)
+    monkeypatch.setattr(executors.signal, "signal", lambda *a: None)
+    executors._init_worker(1, 3)
+    assert told == [3]

@@ -22,6 +22,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
+from simulate import prefetch
 from simulate.cli import arm_parent_death
 from simulate.options import RunOptions, UsageError
 from simulate.sweeps.runid import run_id
@@ -37,12 +38,14 @@ RESULT_POLL_S = 2.0  # result files are cheap to look for
 SACCT_EVERY_S = 15.0  # one sacct call per interval for the whole array, as sites ask
 
 
-def _init_worker(parent: int) -> None:
-    """Pool initializer: leave Ctrl-C to the driver, die with it, and keep tqdm from
+def _init_worker(parent: int, workers: int) -> None:
+    """Pool initializer: leave Ctrl-C to the driver, die with it, keep tqdm from
     making a named semaphore that a killed worker would leave to the resource tracker
-    (which then warns of a leak): a worker's runs show no progress bar anyway."""
+    (which then warns of a leak): a worker's runs show no progress bar anyway; and
+    tell the runs' batch prefetch how many runs share the CPUs."""
     from tqdm import tqdm
 
+    prefetch.share_cpus(workers)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     tqdm.set_lock(threading.RLock())
     _die_with(parent)
@@ -82,11 +85,12 @@ def run_local(runs: list[RunOptions], workers: int, report: Report) -> None:
     for name in THREAD_VARIABLES:  # runs are the parallelism: one BLAS thread per worker
         os.environ.setdefault(name, "1")
     context = multiprocessing.get_context("spawn")
+    workers = min(workers, len(runs))
     pool = ProcessPoolExecutor(
-        max_workers=min(workers, len(runs)),
+        max_workers=workers,
         mp_context=context,
         initializer=_init_worker,
-        initargs=(os.getpid(),),
+        initargs=(os.getpid(), workers),
     )
     try:
         futures = {pool.submit(run_one, options): options for options in runs}
