@@ -281,7 +281,11 @@ def running_max_per_group(values: np.ndarray, group: np.ndarray) -> np.ndarray:
 
 def last_write_keys(lines: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The lines that pending writes hold, sorted, each with the drain key of its last
-    write (a line's last write drains last)."""
+    write (a line's last write drains last). Lines already distinct and increasing (a
+    log's appends, an update of sorted rows) are that as they are: the sort by two keys
+    took ~5 ms of a 98k-line RM1 update."""
+    if not np.any(lines[1:] <= lines[:-1]):
+        return lines, keys
     order = np.lexsort((keys, lines))
     waiting, ordered = lines[order], keys[order]
     last = np.r_[waiting[1:] != waiting[:-1], True]
