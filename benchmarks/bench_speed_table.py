@@ -11,11 +11,12 @@ run's wall and CPU seconds over the batches it covers (``--sampled-batches`` bat
 with ``--sample``: start-up and the skipped batches' fast-forward included, the minimum
 of ``--repeats``), each divided by the simulated seconds per batch (the slowdown: below
 1, faster than the hardware), and where gem5 replays the same batches (bench_gem5.py:
-every memory op of the built-in schedule, concurrently) gem5's wall seconds per batch
-over the full-detail wall and CPU seconds per batch (gem5 runs on one thread, so its
-wall time is its CPU time). gem5 is slow, so it runs only on ``--gem5-models`` x
-``--gem5-systems``. ``--sample-memory A,B`` adds the peak RSS of sampled A- and B-batch
-runs (bench_slowdown's ``--memory`` is the full-detail counterpart).
+every memory op of the built-in schedule, concurrently; the minimum of ``--repeats``)
+gem5's wall seconds per batch over the full-detail wall and CPU seconds per batch
+(gem5 runs on one thread, so its wall time is its CPU time). gem5 is slow, so it runs
+only on ``--gem5-models`` x ``--gem5-systems``. ``--sample-memory A,B`` adds the peak
+RSS of sampled A- and B-batch runs (bench_slowdown's ``--memory`` is the full-detail
+counterpart).
 """
 
 from __future__ import annotations
@@ -42,14 +43,17 @@ def sampled_per_batch(system: str, model: str, batches: int, plan: str, repeats:
     return 1e3 * wall / batches, 1e3 * cpu / batches, mean, rss
 
 
-def gem5_per_batch(system: str, model: str, batches: int) -> float | None:
-    """gem5's wall seconds per batch replaying the run concurrently (None: no gem5)."""
+def gem5_per_batch(system: str, model: str, batches: int, repeats: int) -> float | None:
+    """gem5's wall seconds per batch replaying the run concurrently, the minimum of
+    ``repeats`` (as the simulator's own figures: noise only adds); None: no gem5."""
     import bench_gem5  # imports the simulator; only when gem5 is asked for
 
     gem5 = bench_gem5.binary()
     if gem5 is None:
         return None
-    return bench_gem5.measure(gem5, system, model, batches)["gem5_concurrent"]
+    return min(
+        bench_gem5.measure(gem5, system, model, batches)["gem5_concurrent"] for _ in range(repeats)
+    )
 
 
 def main() -> int:
@@ -93,7 +97,7 @@ def main() -> int:
                 f"{s_wall / s_sim:.3f} | {s_cpu:.2f} |"
             )
             g = (
-                gem5_per_batch(system, model, args.gem5_batches)
+                gem5_per_batch(system, model, args.gem5_batches, args.repeats)
                 if (model, system) in gem5_on
                 else None
             )
