@@ -20,10 +20,11 @@ TRIM_THRESHOLD = 128 << 20  # what one RM2 batch frees, with room
 
 
 def keep_freed_memory() -> bool:
-    """Set the thresholds (again: no change); whether the C library took them."""
+    """Set the thresholds (setting them again changes nothing); whether the C library
+    took them."""
     try:
         mallopt = ctypes.CDLL(None).mallopt  # the process's C library
-    except (OSError, AttributeError):  # none to load, or not glibc
+    except (OSError, TypeError, AttributeError):  # none to load (Windows), not glibc
         return False
     taken = mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1
     return mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1 and taken

@@ -4,8 +4,8 @@ Batch N+1 is trained on (with real numerics) and issued once batch N's lookup is
 done, as the training framework would hand the next batch to the devices; its inputs
 and demand are made ahead, on a second thread where a CPU is free for it
 (simulate/prefetch.py). Memory stays bounded by a few batches whatever the run's
-length. The plain run, the
-recorded runs of the failure model and the gem5 replay all drive a board this way.
+length. The plain run, the recorded runs of the failure model and the gem5 replay all
+drive a board this way.
 """
 
 from __future__ import annotations

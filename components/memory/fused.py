@@ -154,9 +154,9 @@ def line_writes(addr, size, unit, per_chunk, controllers, entries):  # pragma: n
     Per episode, in the order of their first accesses: its line, controller, rank among
     its controller's episodes and whether its writes' sub-block masks cover the line.
     Per controller: media writes and partial ones (floats), line accesses and bytes
-    covered (float; counted in integers, as read_summary). What the WPQ's acceptance
-    needs per access is write_accesses', asked for only where a stream's acceptance
-    is (its arrays cost this pass ~15%)."""
+    covered (float; counted in integers, as read_summary). The per-access ranks the
+    WPQ's acceptance needs come from write_accesses, only for the streams whose
+    acceptance is asked for (filling them here cost this pass ~15%)."""
     ushift, cshift, nshift = _log2(unit), _log2(per_chunk), _log2(controllers)
     eshift = _log2(entries)
     whole = unit % SUB_BLOCKS == 0  # integer sub-blocks: the float quotients are exact
