@@ -100,5 +100,7 @@ class _Worker:
             yield item
 
     def stop(self) -> None:
+        """Stop the worker and wait for it; a Ctrl-C during the wait leaves it to end by
+        itself after the item it is making (a daemon thread)."""
         self._stopped.set()
         self._thread.join()
