@@ -53,6 +53,16 @@ def _line_span(start, size, unit, ushift):  # pragma: no cover - compiled
     return start // unit, (start + size - 1) // unit
 
 
+@_inline
+def _line_accesses(addr, size, unit, ushift):  # pragma: no cover - compiled
+    """How many line accesses the stream's requests make in all."""
+    total = 0
+    for i in range(addr.size):
+        first, last = _line_span(addr[i], size, unit, ushift)
+        total += last - first + 1
+    return total
+
+
 @_kernel
 def read_summary(addr, size, unit, per_chunk, controllers, entries):  # pragma: no cover
     """A read stream through direct-mapped buffers of ``entries`` lines per controller:
@@ -104,10 +114,7 @@ def read_summary(addr, size, unit, per_chunk, controllers, entries):  # pragma: 
 def read_lines(addr, size, unit):  # pragma: no cover - compiled
     """The line of each line access of a stream of ``size``-byte requests."""
     ushift = _log2(unit)
-    total = 0
-    for i in range(addr.size):
-        first, last = _line_span(addr[i], size, unit, ushift)
-        total += last - first + 1
+    total = _line_accesses(addr, size, unit, ushift)
     line = np.empty(total, dtype=np.int64)
     k = 0
     for i in range(addr.size):
@@ -124,10 +131,7 @@ def read_misses(addr, size, unit, per_chunk, controllers, entries):  # pragma: n
     order (read_summary's hits, for devices whose media time follows the sequence)."""
     ushift, cshift, nshift = _log2(unit), _log2(per_chunk), _log2(controllers)
     eshift = _log2(entries)
-    total = 0
-    for i in range(addr.size):
-        first, last = _line_span(addr[i], size, unit, ushift)
-        total += last - first + 1
+    total = _line_accesses(addr, size, unit, ushift)
     missed_ctrl = np.empty(total, dtype=np.int64)
     missed_local = np.empty(total, dtype=np.int64)
     held = np.full(max(controllers * entries, 1), -1, dtype=np.int64)
@@ -164,10 +168,7 @@ def line_writes(addr, size, unit, per_chunk, controllers, entries):  # pragma: n
     sub_int = unit // SUB_BLOCKS
     sshift = _log2(sub_int)
     requests = addr.size
-    total = 0
-    for i in range(requests):
-        first, last = _line_span(addr[i], size, unit, ushift)
-        total += last - first + 1
+    total = _line_accesses(addr, size, unit, ushift)
     slots = controllers * entries
     held = np.full(slots, -1, dtype=np.int64)
     current = np.zeros(slots, dtype=np.int64)  # the slot's open episode
@@ -245,10 +246,7 @@ def write_accesses(addr, size, unit, per_chunk, controllers, entries):  # pragma
     ushift, cshift, nshift = _log2(unit), _log2(per_chunk), _log2(controllers)
     eshift = _log2(entries)
     requests = addr.size
-    total = 0
-    for i in range(requests):
-        first, last = _line_span(addr[i], size, unit, ushift)
-        total += last - first + 1
+    total = _line_accesses(addr, size, unit, ushift)
     slots = controllers * entries
     held = np.full(slots, -1, dtype=np.int64)
     rank = np.zeros(slots, dtype=np.int32)  # the rank of the slot's open episode
