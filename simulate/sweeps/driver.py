@@ -46,12 +46,11 @@ def status(sweep: Sweep, run: Run) -> str:
 def share_inputs(options: list[RunOptions], folder: Path) -> list[RunOptions]:
     """The runs, those that draw the same batches as another given ``folder`` to keep
     them in (workloads/shared_inputs.py): one run generates a batch, the others load it."""
-    keys = Counter(configure.inputs_key(run) for run in options)
+    keys = [configure.inputs_key(run) for run in options]
+    runs_of = Counter(keys)
     return [
-        replace(run, input_cache=str(folder))
-        if (key := configure.inputs_key(run)) is not None and keys[key] > 1
-        else run
-        for run in options
+        replace(run, input_cache=str(folder)) if key is not None and runs_of[key] > 1 else run
+        for run, key in zip(options, keys, strict=True)
     ]
 
 
