@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from components.sim.engine import Engine
 from components.sim.schedule import OpRecord, Scheduler
 
@@ -51,3 +53,10 @@ def timed(dev, op: str, addr, size: int, window=None):
 
 def media_bytes(stream) -> float:
     return sum(stream.bytes.values())
+
+
+def simulated_stats(outdir) -> list[str]:
+    """A run's stats.txt lines without the host's (its wall and CPU times): what must be
+    identical between two runs of the same simulation."""
+    text = Path(outdir, "stats.txt").read_text()
+    return [line for line in text.splitlines() if "host" not in line.lower()]

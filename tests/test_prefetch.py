@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from simrun import simulated_stats
 
 from simulate import prefetch
 from simulate.job import run_job
@@ -71,8 +71,7 @@ def test_one_usable_cpu_makes_the_items_in_line(monkeypatch):
 
 def run_stats(options: RunOptions) -> list[str]:
     run_job(options)
-    text = Path(options.outdir, "stats.txt").read_text()
-    return [line for line in text.splitlines() if "host" not in line.lower()]
+    return simulated_stats(options.outdir)
 
 
 @pytest.mark.parametrize("system,model", [("cxl", "rm1"), ("cxl-b", "rmc1"), ("ssd", "rmc2")])
