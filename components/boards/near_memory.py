@@ -21,7 +21,12 @@ class NearMemoryBoard(TrainingBoard):
         return self.pmem
 
     def lookup(self, demand) -> Stage:
-        return self.nmp.lookup(self.pmem, self.lookup_addresses(demand), self.layout.row_bytes)
+        """The gather, told the batch's distinct rows (sorted) and their lookups: a
+        lookup that meets the previous update's draining writes checks each row once."""
+        distinct = (self.unique_addresses(demand), demand.lookup.counts)
+        return self.nmp.lookup(
+            self.pmem, self.lookup_addresses(demand), self.layout.row_bytes, distinct
+        )
 
     def update(self, demand) -> Stage:
         return self.nmp.update(self.pmem, self.unique_addresses(demand), self.layout.row_bytes)

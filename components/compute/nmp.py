@@ -74,9 +74,16 @@ class NearMemoryEngine(SimObject):
         """Rows in flight: request tags, and rows the scratchpad can hold."""
         return max(min(self.outstanding, self.scratchpad // row_bytes), 1)
 
-    def lookup(self, pmem: MemoryDevice, addresses: np.ndarray, row_bytes: int) -> Stage:
-        """Gather rows and sum-reduce them into bags (one add per element)."""
-        read = pmem.read(addresses, row_bytes, self.window(row_bytes))
+    def lookup(
+        self,
+        pmem: MemoryDevice,
+        addresses: np.ndarray,
+        row_bytes: int,
+        distinct: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> Stage:
+        """Gather rows and sum-reduce them into bags (one add per element); ``distinct``:
+        the rows' distinct addresses and lookups of each, where known (MemoryDevice.read)."""
+        read = pmem.read(addresses, row_bytes, self.window(row_bytes), distinct=distinct)
         return stage(read, compute=self._compute(len(addresses) * row_bytes // 4))
 
     def update(self, pmem: MemoryDevice, addresses: np.ndarray, row_bytes: int) -> Stage:

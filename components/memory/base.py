@@ -40,10 +40,14 @@ from components.memory.digest import (
     digest_writes,
     drain_keys,
     held_max,
+    held_max_sorted,
+    lines_of,
+    sorted_in_lines,
 )
 from components.memory.streams import (
     Geometry,
     accepted_fraction,
+    as_int64,
     distinct_lines,
     last_write_keys,
     rank_in_group,
@@ -406,8 +410,18 @@ class MemoryDevice(SimObject):
         object.__setattr__(self, "event_source", event_source)
 
     # ----- streams ------------------------------------------------------------------
-    def read(self, addresses: np.ndarray, size: int, outstanding: int | None = None) -> MemStream:
-        """The needs of a stream of reads of ``size`` bytes each, issued in order now."""
+    def read(
+        self,
+        addresses: np.ndarray,
+        size: int,
+        outstanding: int | None = None,
+        *,
+        distinct: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> MemStream:
+        """The needs of a stream of reads of ``size`` bytes each, issued in order now.
+        ``distinct``: the stream's distinct addresses, sorted, and how many of its
+        requests go to each, where the caller has them (a gather of table rows): a read
+        that meets draining writes then checks each of those once, in one merge."""
         addr, window = self._check(addresses, size, outstanding)
         ctrls = self._controllers()
         n = self.controllers
@@ -415,12 +429,13 @@ class MemoryDevice(SimObject):
             return MemStream(self, {}, {}, 0.0, 0, 0)
         self._issued("read", addr, size, outstanding)
         draining = self._draining(addr, size)
+        view = self._sorted_view(addr, size, distinct) if draining else None
         digest = digest_reads(
             addr,
             size,
             self.geometry,
             self.buffer_lines,
-            bool(draining),
+            bool(draining) and view is None,
             self.media_sequence,
             self._summaries,
         )
@@ -435,7 +450,7 @@ class MemoryDevice(SimObject):
             digest.missed_ctrl,
             digest.missed_local,
         )
-        gates, stalls = self._raw_gates(digest.line, draining)
+        gates, stalls = self._raw_gates(digest.line, view, draining)
         requested = digest.requested
         for c in range(n):
             ctrl = ctrls[c]
@@ -698,24 +713,50 @@ class MemoryDevice(SimObject):
         low, high = int(addr.min()) // unit, (int(addr.max()) + size - 1) // unit
         return [s for s in self._active_writes if s.span[1] >= low and s.span[0] <= high]
 
+    def _sorted_view(
+        self, addr: np.ndarray, size: int, distinct: tuple[np.ndarray, np.ndarray] | None
+    ) -> tuple[np.ndarray, np.ndarray | None] | None:
+        """A read stream as sorted addresses whose requests stay within one line, and
+        the accesses at each (None: one each): the caller's ``distinct`` addresses, or
+        ``addr`` itself where it does not go down (an update's sorted rows); None where
+        neither is so (then each access's line is checked)."""
+        rows, counts = (addr, None) if distinct is None else distinct
+        rows = as_int64(rows)
+        return (rows, counts) if sorted_in_lines(rows, size, self.access_unit) else None
+
     def _raw_gates(
-        self, line: np.ndarray | None, draining: list[WriteStream]
+        self,
+        line: np.ndarray | None,
+        view: tuple[np.ndarray, np.ndarray | None] | None,
+        draining: list[WriteStream],
     ) -> tuple[list, np.ndarray]:
-        """Events a read of lines ``line`` must wait for, the drain of lines the
-        ``draining`` writes still hold; and per controller, its accesses that wait."""
+        """Events a read must wait for, the drain of lines the ``draining`` writes still
+        hold; and per controller, its accesses that wait. The read is each access's
+        ``line``, or where it has one its ``view`` (_sorted_view: sorted addresses and
+        the accesses at each), checked in one merge per write, not a search per access."""
+        n = self.controllers
         if not draining:
-            return [], np.zeros(self.controllers, dtype=np.int64)
-        stalled = np.zeros(line.size, dtype=bool)
+            return [], np.zeros(n, dtype=np.int64)
+        unit = self.access_unit
+        stalled = np.zeros((line if view is None else view[0]).size, dtype=bool)
         gates = []
         for stream in draining:
             waiting, keys = stream.pending_lines()
             if not waiting.size:
                 continue
-            key = held_max(waiting, keys, line, stalled)
+            if view is None:
+                key = held_max(waiting, keys, line, stalled)
+            else:
+                key = held_max_sorted(waiting, keys, view[0], unit, stalled)
             if key is not None:
                 gates.append(stream.drained(key))
-        stalls = np.bincount(self.geometry.ctrl(line[stalled]), minlength=self.controllers)
-        return gates, stalls
+        if view is None:
+            return gates, np.bincount(self.geometry.ctrl(line[stalled]), minlength=n)
+        addr, accesses = view
+        ctrl = self.geometry.ctrl(lines_of(addr[stalled], unit))
+        if accesses is None:
+            return gates, np.bincount(ctrl, minlength=n)
+        return gates, np.bincount(ctrl, weights=accesses[stalled], minlength=n).astype(np.int64)
 
 
 @dataclass(frozen=True)

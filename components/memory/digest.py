@@ -86,7 +86,7 @@ def digest_reads(
         counts = memo.read_summary(addr, (size, *shape))
         line = None
         if lines and int(counts[2].sum()) == addr.size:  # one line per request
-            line = _lines_of(addr, geometry.unit)
+            line = lines_of(addr, geometry.unit)
         elif lines:
             line = fused.read_lines(addr, size, geometry.unit)
         missed_lines = fused.read_misses(addr, size, *shape) if missed else (None, None)
@@ -109,7 +109,7 @@ def digest_reads(
     )
 
 
-def _lines_of(addr: np.ndarray, unit: int) -> np.ndarray:
+def lines_of(addr: np.ndarray, unit: int) -> np.ndarray:
     """The line of each address (a shift where the line size is a power of two)."""
     if unit & (unit - 1):
         return addr // unit
@@ -196,6 +196,29 @@ def drain_keys(
         np.divide(rank + 1, head, out=np.ones(rank.size), where=head > 0),
         1.0 + (rank + 1 - head) / np.maximum(np.minimum(total_c[ctrl], free_c[ctrl]), 1),
     )
+
+
+def sorted_in_lines(addr: np.ndarray, size: int, unit: int) -> bool:
+    """Whether a stream's addresses never go down and each of its ``size``-byte
+    requests stays within one line (then its lines are sorted as well)."""
+    if kernels.COMPILED:
+        return bool(fused.sorted_in_lines(addr, size, unit))
+    return not (
+        np.any(addr[1:] < addr[:-1])
+        or np.any(lines_of(addr, unit) != lines_of(addr + (size - 1), unit))
+    )
+
+
+def held_max_sorted(
+    waiting: np.ndarray, keys: np.ndarray, addr: np.ndarray, unit: int, held: np.ndarray
+) -> float | None:
+    """held_max for requests at sorted addresses ``addr`` within one line each
+    (sorted_in_lines), without a search per request: marks in ``held`` the requests
+    whose line ``waiting`` (sorted) holds; the largest key of those, None if none."""
+    if kernels.COMPILED:
+        found, best = fused.held_max_sorted(waiting, keys, addr, unit, held)
+        return float(best) if found else None
+    return held_max(waiting, keys, lines_of(addr, unit), held)
 
 
 def held_max(

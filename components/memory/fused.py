@@ -369,6 +369,60 @@ def held_max(waiting, keys, line, stalled):  # pragma: no cover - compiled
 
 
 @_kernel
+def sorted_in_lines(addr, size, unit):  # pragma: no cover - compiled
+    """Whether the addresses never go down and every request stays within one line."""
+    ushift = _log2(unit)
+    previous = -1
+    for i in range(addr.size):
+        a = addr[i]
+        first, last = _line_span(a, size, unit, ushift)
+        if first != last or a < previous:
+            return False
+        previous = a
+    return True
+
+
+@_kernel
+def held_max_sorted(waiting, keys, addr, unit, held):  # pragma: no cover - compiled
+    """held_max for requests at sorted addresses ``addr``, each within one line
+    (sorted_in_lines): marks in ``held`` the requests whose line ``waiting`` (sorted,
+    distinct) holds; returns whether any is and the largest of their keys. Few
+    waiting lines are each searched for among the requests; else the two sorted
+    arrays are merged once, stepping without branches on the data (half the lines
+    match, at random)."""
+    ushift = _log2(unit)
+    n, m = addr.size, waiting.size
+    best = -np.inf
+    found = 0
+    if m * 20 < n:
+        for j in range(m):
+            target = waiting[j]
+            lo, hi = 0, n
+            while lo < hi:  # the first request at or past the line
+                mid = (lo + hi) >> 1
+                if _line_span(addr[mid], 1, unit, ushift)[0] < target:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            while lo < n and _line_span(addr[lo], 1, unit, ushift)[0] == target:
+                held[lo] = True
+                found += 1
+                best = max(best, keys[j])
+                lo += 1
+        return found > 0, best
+    i, j = 0, 0
+    while i < n and j < m:
+        a, b = _line_span(addr[i], 1, unit, ushift)[0], waiting[j]
+        same = a == b
+        held[i] |= same
+        best = max(best, keys[j] if same else -np.inf)
+        found += same
+        i += 1 if a <= b else 0
+        j += 1 if b < a else 0
+    return found > 0, best
+
+
+@_kernel
 def row_activity(ctrl, local, position, controllers, per_row, banks, ranks):  # pragma: no cover
     """ddr4.row_activity's counts in one pass with per-bank open rows and per-controller
     last ranks (numpy groups the accesses by bank with a stable argsort; divisions by
