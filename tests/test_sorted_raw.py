@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from numpy_path import numpy_path
 from simrun import simulated_stats
 
-from components.boards.near_memory import NearMemoryBoard
 from components.memory import digest, kernels
 from components.memory.base import MemoryDevice
 from simulate.simulator import Simulator
@@ -110,22 +109,26 @@ def test_runs_give_the_same_stats_merged_or_searched(tmp_path, monkeypatch, syst
     assert merged == searched
 
 
-def test_a_lookup_told_its_distinct_rows_stalls_as_one_searched(tmp_path, monkeypatch):
-    """The gather's distinct rows carry how many lookups each row has: a stalled row
-    counts each of them (the stalls per controller weigh the rows by their lookups)."""
+@pytest.mark.parametrize("system", ["cxl-b", "pmem"])
+def test_a_lookup_told_its_distinct_rows_stalls_as_one_searched(tmp_path, monkeypatch, system):
+    """The gathers (near memory, the host's) tell the device their distinct rows and
+    each row's lookups: a stalled row counts each of its lookups (the stalls per
+    controller weigh the rows), as if each lookup were searched for."""
 
     def run(name: str) -> list[str]:
         workload = DlrmWorkload("rmc1", batch_size=64, reuse=1.0)
-        Simulator("cxl-b", workload, 4, tmp_path / name, progress=False).run()
+        Simulator(system, workload, 4, tmp_path / name, progress=False).run()
         return simulated_stats(tmp_path / name)
-
-    def untold(self, demand):
-        return self.nmp.lookup(self.pmem, self.lookup_addresses(demand), self.layout.row_bytes)
 
     told = run("told")
     assert _stalls(told) > 0
+    read = MemoryDevice.read
+
+    def untold(self, addresses, size, outstanding=None, *, distinct=None):
+        return read(self, addresses, size, outstanding)
+
     with monkeypatch.context() as patch:
-        patch.setattr(NearMemoryBoard, "lookup", untold)
+        patch.setattr(MemoryDevice, "read", untold)
         searched = run("searched")
     assert told == searched
 

@@ -69,7 +69,8 @@ class HostBoard(TrainingBoard):
 
     def lookup(self, demand) -> Stage:
         rows = self.lookup_addresses(demand)
-        return self.host.gather_reduce(self.storage, rows, self.layout.row_bytes)
+        distinct = (self.unique_addresses(demand), demand.lookup.counts)
+        return self.host.gather_reduce(self.storage, rows, self.layout.row_bytes, distinct)
 
     persistent_tables = False  # whether in-place updates must be persisted (clwb + sfence)
 

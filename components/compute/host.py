@@ -72,9 +72,16 @@ class HostCpu(SimObject):
         """Rows in flight: all fill buffers over the lines each row needs."""
         return max(self.cores * self.fill_buffers // math.ceil(row_bytes / CACHE_LINE), 1)
 
-    def gather_reduce(self, device: MemoryDevice, addresses: np.ndarray, row_bytes: int) -> Stage:
-        """Read every looked-up row and sum each bag (one add per element)."""
-        read = device.read(addresses, row_bytes, self.outstanding(row_bytes))
+    def gather_reduce(
+        self,
+        device: MemoryDevice,
+        addresses: np.ndarray,
+        row_bytes: int,
+        distinct: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> Stage:
+        """Read every looked-up row and sum each bag (one add per element); ``distinct``:
+        the rows' distinct addresses and lookups of each, where known (MemoryDevice.read)."""
+        read = device.read(addresses, row_bytes, self.outstanding(row_bytes), distinct=distinct)
         compute = self._compute(len(addresses) * row_bytes // 4)
         return stage(read, compute=compute, latency=self.op_overhead)
 

@@ -126,8 +126,16 @@ class SsdWithCache(SimObject):
     def write_bandwidth(self) -> float:
         return self.ssd.write_bandwidth
 
-    def read(self, addresses: np.ndarray, size: int, outstanding: int | None = None) -> MemStream:
-        """Hits read host DRAM, misses read the SSD, both at once."""
+    def read(
+        self,
+        addresses: np.ndarray,
+        size: int,
+        outstanding: int | None = None,
+        *,
+        distinct: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> MemStream:
+        """Hits read host DRAM, misses read the SSD, both at once (``distinct`` is not
+        used: the split into hits and misses is a stream of its own each)."""
         addr = np.asarray(addresses, dtype=np.int64).ravel()
         rows, cached = self._rows_of(addr, size)
         hit = np.zeros(addr.size, dtype=bool)
