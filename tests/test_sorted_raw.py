@@ -15,6 +15,7 @@ from simrun import simulated_stats
 
 from components.memory import digest, kernels
 from components.memory.base import MemoryDevice
+from components.memory.streams import Geometry
 from simulate.simulator import Simulator
 from workloads.workload import DlrmWorkload
 
@@ -136,3 +137,32 @@ def test_a_lookup_told_its_distinct_rows_stalls_as_one_searched(tmp_path, monkey
 def _stalls(stats: list[str]) -> float:
     """Read-after-write stalls over every controller."""
     return sum(float(line.split()[1]) for line in stats if ".rawStalls " in line)
+
+
+@compiled
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(0, 2**32 - 1),
+    st.sampled_from([64, 256]),
+    st.sampled_from([1, 2, 16]),
+    st.integers(1, 6),
+    st.booleans(),
+)
+def test_stalls_per_controller_match_numpy(seed, unit, per_chunk, controllers, weighted):
+    """The stalled requests' accesses per controller, over interleaves and controller
+    counts that are and are not powers of two."""
+    rng = np.random.default_rng(seed)
+    geometry = Geometry(unit, unit * per_chunk, controllers)
+    addr = np.sort(rng.integers(0, 500, rng.integers(0, 200))) * unit
+    stalled = rng.random(addr.size) < 0.5
+    accesses = rng.integers(1, 5, addr.size) if weighted else None
+    got = digest.stalls_per_ctrl(addr, stalled, accesses, geometry)
+    want = numpy_path(kernels, lambda: digest.stalls_per_ctrl(addr, stalled, accesses, geometry))
+    assert got.dtype == want.dtype == np.int64
+    np.testing.assert_array_equal(got, want)
+    lines = addr[stalled] // unit
+    by_hand = np.zeros(controllers, dtype=np.int64)
+    counts = accesses[stalled] if weighted else np.ones(lines.size)
+    for line, count in zip(lines, counts, strict=True):
+        by_hand[(line // per_chunk) % controllers] += int(count)
+    np.testing.assert_array_equal(got, by_hand)

@@ -294,7 +294,7 @@ class CxlBoard(CxlBBoard):
         previous_rows = prev.demand.lookup.unique_rows
         slot, shared = _previous_slots(demand.lookup, previous_rows)
         access = demand.lookup
-        corrected = int(access.counts[shared].sum())  # lookups of rows the update corrects
+        corrected = int(access.counts @ shared)  # lookups of rows the update corrects (exact)
         self.correctedLookups += corrected
         held = access.pooled_bytes <= self.nmp.bag_buffer
         if self.correction == "gradient" and held:

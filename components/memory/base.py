@@ -41,8 +41,8 @@ from components.memory.digest import (
     drain_keys,
     held_max,
     held_max_sorted,
-    lines_of,
     sorted_in_lines,
+    stalls_per_ctrl,
 )
 from components.memory.streams import (
     Geometry,
@@ -720,8 +720,10 @@ class MemoryDevice(SimObject):
         the accesses at each (None: one each): the caller's ``distinct`` addresses, or
         ``addr`` itself where it does not go down (an update's sorted rows); None where
         neither is so (then each access's line is checked)."""
-        rows, counts = (addr, None) if distinct is None else distinct
-        rows = as_int64(rows)
+        if distinct is None:
+            rows, counts = addr, None
+        else:
+            rows, counts = as_int64(distinct[0]), as_int64(distinct[1])
         return (rows, counts) if sorted_in_lines(rows, size, self.access_unit) else None
 
     def _raw_gates(
@@ -753,10 +755,7 @@ class MemoryDevice(SimObject):
         if view is None:
             return gates, np.bincount(self.geometry.ctrl(line[stalled]), minlength=n)
         addr, accesses = view
-        ctrl = self.geometry.ctrl(lines_of(addr[stalled], unit))
-        if accesses is None:
-            return gates, np.bincount(ctrl, minlength=n)
-        return gates, np.bincount(ctrl, weights=accesses[stalled], minlength=n).astype(np.int64)
+        return gates, stalls_per_ctrl(addr, stalled, accesses, self.geometry)
 
 
 @dataclass(frozen=True)

@@ -221,6 +221,22 @@ def held_max_sorted(
     return held_max(waiting, keys, lines_of(addr, unit), held)
 
 
+def stalls_per_ctrl(
+    addr: np.ndarray, stalled: np.ndarray, accesses: np.ndarray | None, geometry: Geometry
+) -> np.ndarray:
+    """Per controller, the accesses of the ``stalled`` requests at ``addr``, each within
+    one line (``accesses``: per request; None: one each)."""
+    if kernels.COMPILED:
+        weights = np.empty(0, dtype=np.int64) if accesses is None else accesses
+        shape = (geometry.unit, geometry.interleave // geometry.unit, geometry.controllers)
+        return fused.stalls_per_ctrl(addr, stalled, weights, *shape)
+    ctrl = geometry.ctrl(lines_of(addr[stalled], geometry.unit))
+    if accesses is None:
+        return np.bincount(ctrl, minlength=geometry.controllers)
+    counts = np.bincount(ctrl, weights=accesses[stalled], minlength=geometry.controllers)
+    return counts.astype(np.int64)
+
+
 def held_max(
     waiting: np.ndarray, keys: np.ndarray, line: np.ndarray, stalled: np.ndarray
 ) -> float | None:

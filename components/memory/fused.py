@@ -423,6 +423,20 @@ def held_max_sorted(waiting, keys, addr, unit, held):  # pragma: no cover - comp
 
 
 @_kernel
+def stalls_per_ctrl(addr, stalled, accesses, unit, per_chunk, controllers):  # pragma: no cover
+    """Per controller, the accesses of the ``stalled`` requests at ``addr`` (each within
+    one line; ``accesses``: per request, empty: one each), counted without branches."""
+    ushift, cshift, nshift = _log2(unit), _log2(per_chunk), _log2(controllers)
+    weighted = accesses.size > 0
+    out = np.zeros(controllers, dtype=np.int64)
+    for i in range(addr.size):
+        first, _ = _line_span(addr[i], 1, unit, ushift)
+        c, _ = _place(first, per_chunk, cshift, controllers, nshift)
+        out[c] += stalled[i] * (accesses[i] if weighted else 1)
+    return out
+
+
+@_kernel
 def row_activity(ctrl, local, position, controllers, per_row, banks, ranks):  # pragma: no cover
     """ddr4.row_activity's counts in one pass with per-bank open rows and per-controller
     last ranks (numpy groups the accesses by bank with a stable argsort; divisions by
