@@ -16,6 +16,7 @@ from simrun import simulated_stats
 from components.memory import digest, kernels
 from components.memory.base import MemoryDevice
 from components.memory.streams import Geometry
+from components.persistence.image import ImageLayout
 from simulate.simulator import Simulator
 from workloads.workload import DlrmWorkload
 
@@ -24,37 +25,55 @@ compiled = pytest.mark.skipif(not kernels.COMPILED, reason="numba not installed"
 
 @st.composite
 def sorted_reads(draw):
-    """Sorted request addresses (repeats, and several requests per line) and the lines
-    some writes still hold: few of them (each searched for) or many (merged)."""
+    """Sorted request addresses (repeats, and several requests per line) over a few
+    controllers, each request's accesses (or one each), and the lines some writes
+    still hold: few of them (each searched for) or many (merged)."""
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     unit = draw(st.sampled_from([64, 256, 4096]))
+    geometry = Geometry(unit, unit * draw(st.sampled_from([1, 2, 16])), draw(st.integers(1, 6)))
     size = draw(st.sampled_from([8, 64, unit // 2, unit]))
     span = draw(st.integers(1, 400))  # lines the reads and writes fall in
-    per_line = unit // size
-    slots = rng.integers(0, span * per_line, draw(st.integers(1, 3000)))
-    addr = np.sort(slots) * size
-    waiting = np.unique(rng.integers(0, span, draw(st.integers(1, 300))))
+    slots = rng.integers(0, span * (unit // size), draw(st.integers(1, 3000)))
+    addr = (np.sort(slots) * size).astype(np.int64)
+    accesses = rng.integers(1, 5, addr.size) if draw(st.booleans()) else None
+    waiting = np.unique(rng.integers(0, span, draw(st.integers(1, 300)))).astype(np.int64)
     keys = rng.random(waiting.size) * 2
     marked = rng.random(addr.size) < draw(st.sampled_from([0.0, 0.3]))  # earlier writes
-    return addr.astype(np.int64), unit, waiting.astype(np.int64), keys, marked
+    return addr, accesses, geometry, waiting, keys, marked
 
 
 @compiled
 @settings(max_examples=300, deadline=None)
 @given(sorted_reads())
 def test_the_merge_finds_what_the_search_per_access_finds(case):
-    addr, unit, waiting, keys, marked = case
-    held, searched = marked.copy(), marked.copy()
-    got = digest.held_max_sorted(waiting, keys, addr, unit, held)
-    want = digest.held_max(waiting, keys, digest.lines_of(addr, unit), searched)
+    """The same held requests and largest key as held_max over each request's line, and
+    the stalls of the requests it newly holds, weighed by their accesses."""
+    addr, accesses, geometry, waiting, keys, marked = case
+    n = geometry.controllers
+    held, stalls = marked.copy(), np.zeros(n, dtype=np.int64)
+    got = digest.held_max_sorted(waiting, keys, addr, accesses, geometry, held, stalls)
+    searched = marked.copy()
+    want = digest.held_max(waiting, keys, digest.lines_of(addr, geometry.unit), searched)
     assert got == want
     np.testing.assert_array_equal(held, searched)
-    reference = marked.copy()
+    new = searched & ~marked
+    weights = np.ones(addr.size, dtype=np.int64) if accesses is None else accesses
+    by_hand = np.zeros(n, dtype=np.int64)
+    for line, count in zip(addr[new] // geometry.unit, weights[new], strict=True):
+        by_hand[(line // (geometry.interleave // geometry.unit)) % n] += count
+    np.testing.assert_array_equal(stalls, by_hand)
+    reference, numpy_stalls = marked.copy(), np.zeros(n, dtype=np.int64)
     assert (
-        numpy_path(kernels, lambda: digest.held_max_sorted(waiting, keys, addr, unit, reference))
+        numpy_path(
+            kernels,
+            lambda: digest.held_max_sorted(
+                waiting, keys, addr, accesses, geometry, reference, numpy_stalls
+            ),
+        )
         == want
     )
     np.testing.assert_array_equal(reference, searched)
+    np.testing.assert_array_equal(numpy_stalls, by_hand)
 
 
 @compiled
@@ -139,30 +158,20 @@ def _stalls(stats: list[str]) -> float:
     return sum(float(line.split()[1]) for line in stats if ".rawStalls " in line)
 
 
-@compiled
-@settings(max_examples=300, deadline=None)
-@given(
-    st.integers(0, 2**32 - 1),
-    st.sampled_from([64, 256]),
-    st.sampled_from([1, 2, 16]),
-    st.integers(1, 6),
-    st.booleans(),
-)
-def test_stalls_per_controller_match_numpy(seed, unit, per_chunk, controllers, weighted):
-    """The stalled requests' accesses per controller, over interleaves and controller
-    counts that are and are not powers of two."""
-    rng = np.random.default_rng(seed)
-    geometry = Geometry(unit, unit * per_chunk, controllers)
-    addr = np.sort(rng.integers(0, 500, rng.integers(0, 200))) * unit
-    stalled = rng.random(addr.size) < 0.5
-    accesses = rng.integers(1, 5, addr.size) if weighted else None
-    got = digest.stalls_per_ctrl(addr, stalled, accesses, geometry)
-    want = numpy_path(kernels, lambda: digest.stalls_per_ctrl(addr, stalled, accesses, geometry))
-    assert got.dtype == want.dtype == np.int64
-    np.testing.assert_array_equal(got, want)
-    lines = addr[stalled] // unit
-    by_hand = np.zeros(controllers, dtype=np.int64)
-    counts = accesses[stalled] if weighted else np.ones(lines.size)
-    for line, count in zip(lines, counts, strict=True):
-        by_hand[(line // per_chunk) % controllers] += int(count)
-    np.testing.assert_array_equal(got, by_hand)
+@pytest.mark.parametrize("system", ["cxl", "cxl-b", "pmem"])
+def test_each_batch_finds_its_addresses_once(tmp_path, monkeypatch, system):
+    """A batch's lookup addresses and its distinct rows' addresses are found once each,
+    though batch N+1's lookup (told its distinct rows) may come before batch N's update
+    and log copy (which read the same array, so the device digests it once)."""
+    calls = []
+    row_offset = ImageLayout.row_offset
+
+    def counted(self, rows):
+        calls.append(rows.size)
+        return row_offset(self, rows)
+
+    monkeypatch.setattr(ImageLayout, "row_offset", counted)
+    batches = 6
+    workload = DlrmWorkload("rmc1", batch_size=64, reuse=0.5)
+    Simulator(system, workload, batches, tmp_path, progress=False).run()
+    assert len(calls) == 2 * batches

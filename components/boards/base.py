@@ -58,7 +58,9 @@ class TrainingBoard(SimObject):
         object.__setattr__(self, "_name", "board")
         self.gpu = Gpu()
         self.host = HostCpu()
-        self._unique_addresses: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
+        # the last few batches' distinct rows and their addresses: batch N+1's lookup
+        # (which the device tells them) may come before batch N's update and log copy
+        self._unique_addresses: list[tuple[np.ndarray, np.ndarray]] = []
         self.batchTicks = self.average("batchTicks", "mean time per batch", "Tick")
         self.batches = self.scalar("batches", "batches completed", "Count")
         self.lookupsPerBatch = self.average("lookupsPerBatch", "embedding lookups", "Count")
@@ -322,11 +324,12 @@ class TrainingBoard(SimObject):
         update and the log copy read the same array, so a device digests it once
         (components/memory/digest.py, SummaryMemo)."""
         rows = demand.lookup.unique_rows
-        held_rows, addresses = self._unique_addresses
-        if rows is not held_rows or addresses is None:
-            addresses = self.layout.row_offset(rows)
-            addresses.flags.writeable = False
-            self._unique_addresses = (rows, addresses)
+        for held_rows, addresses in self._unique_addresses:
+            if held_rows is rows:
+                return addresses
+        addresses = self.layout.row_offset(rows)
+        addresses.flags.writeable = False
+        self._unique_addresses = [(rows, addresses), *self._unique_addresses[:2]]
         return addresses
 
     def lookup_addresses(self, demand) -> np.ndarray:

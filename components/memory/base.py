@@ -42,7 +42,6 @@ from components.memory.digest import (
     held_max,
     held_max_sorted,
     sorted_in_lines,
-    stalls_per_ctrl,
 )
 from components.memory.streams import (
     Geometry,
@@ -737,9 +736,9 @@ class MemoryDevice(SimObject):
         ``line``, or where it has one its ``view`` (_sorted_view: sorted addresses and
         the accesses at each), checked in one merge per write, not a search per access."""
         n = self.controllers
+        stalls = np.zeros(n, dtype=np.int64)
         if not draining:
-            return [], np.zeros(n, dtype=np.int64)
-        unit = self.access_unit
+            return [], stalls
         stalled = np.zeros((line if view is None else view[0]).size, dtype=bool)
         gates = []
         for stream in draining:
@@ -749,13 +748,12 @@ class MemoryDevice(SimObject):
             if view is None:
                 key = held_max(waiting, keys, line, stalled)
             else:
-                key = held_max_sorted(waiting, keys, view[0], unit, stalled)
+                key = held_max_sorted(waiting, keys, *view, self.geometry, stalled, stalls)
             if key is not None:
                 gates.append(stream.drained(key))
         if view is None:
-            return gates, np.bincount(self.geometry.ctrl(line[stalled]), minlength=n)
-        addr, accesses = view
-        return gates, stalls_per_ctrl(addr, stalled, accesses, self.geometry)
+            stalls = np.bincount(self.geometry.ctrl(line[stalled]), minlength=n)
+        return gates, stalls
 
 
 @dataclass(frozen=True)

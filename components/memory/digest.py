@@ -210,31 +210,31 @@ def sorted_in_lines(addr: np.ndarray, size: int, unit: int) -> bool:
 
 
 def held_max_sorted(
-    waiting: np.ndarray, keys: np.ndarray, addr: np.ndarray, unit: int, held: np.ndarray
+    waiting: np.ndarray,
+    keys: np.ndarray,
+    addr: np.ndarray,
+    accesses: np.ndarray | None,
+    geometry: Geometry,
+    held: np.ndarray,
+    stalls: np.ndarray,
 ) -> float | None:
     """held_max for requests at sorted addresses ``addr`` within one line each
     (sorted_in_lines), without a search per request: marks in ``held`` the requests
-    whose line ``waiting`` (sorted) holds; the largest key of those, None if none."""
-    if kernels.COMPILED:
-        found, best = fused.held_max_sorted(waiting, keys, addr, unit, held)
-        return float(best) if found else None
-    return held_max(waiting, keys, lines_of(addr, unit), held)
-
-
-def stalls_per_ctrl(
-    addr: np.ndarray, stalled: np.ndarray, accesses: np.ndarray | None, geometry: Geometry
-) -> np.ndarray:
-    """Per controller, the accesses of the ``stalled`` requests at ``addr``, each within
-    one line (``accesses``: per request; None: one each)."""
+    whose line ``waiting`` (sorted) holds and adds the accesses of those not marked
+    before (``accesses``: per request; None: one each) to their controllers'
+    ``stalls`` (int64); the largest key of those lines, None if none."""
     if kernels.COMPILED:
         weights = np.empty(0, dtype=np.int64) if accesses is None else accesses
         shape = (geometry.unit, geometry.interleave // geometry.unit, geometry.controllers)
-        return fused.stalls_per_ctrl(addr, stalled, weights, *shape)
-    ctrl = geometry.ctrl(lines_of(addr[stalled], geometry.unit))
-    if accesses is None:
-        return np.bincount(ctrl, minlength=geometry.controllers)
-    counts = np.bincount(ctrl, weights=accesses[stalled], minlength=geometry.controllers)
-    return counts.astype(np.int64)
+        found, best = fused.held_max_sorted(waiting, keys, addr, weights, *shape, held, stalls)
+        return float(best) if found else None
+    before = held.copy()
+    key = held_max(waiting, keys, lines_of(addr, geometry.unit), held)
+    new = held & ~before
+    ctrl = geometry.ctrl(lines_of(addr[new], geometry.unit))
+    weights = None if accesses is None else accesses[new]
+    stalls += np.bincount(ctrl, weights=weights, minlength=stalls.size).astype(np.int64)
+    return key
 
 
 def held_max(

@@ -383,14 +383,18 @@ def sorted_in_lines(addr, size, unit):  # pragma: no cover - compiled
 
 
 @_kernel
-def held_max_sorted(waiting, keys, addr, unit, held):  # pragma: no cover - compiled
+def held_max_sorted(  # pragma: no cover - compiled
+    waiting, keys, addr, accesses, unit, per_chunk, controllers, held, stalls
+):
     """held_max for requests at sorted addresses ``addr``, each within one line
     (sorted_in_lines): marks in ``held`` the requests whose line ``waiting`` (sorted,
-    distinct) holds; returns whether any is and the largest of their keys. Few
-    waiting lines are each searched for among the requests; else the two sorted
-    arrays are merged once, stepping without branches on the data (half the lines
-    match, at random)."""
-    ushift = _log2(unit)
+    distinct) holds, and adds the accesses of those not marked before to their
+    controllers' ``stalls`` (``accesses``: per request; empty: one each); returns
+    whether any is held and the largest key of their lines. Few waiting lines are
+    each searched for among the requests; else the two sorted arrays are merged once,
+    stepping without branches on the data (half the lines match, at random)."""
+    ushift, cshift, nshift = _log2(unit), _log2(per_chunk), _log2(controllers)
+    weighted = accesses.size > 0
     n, m = addr.size, waiting.size
     best = -np.inf
     found = 0
@@ -404,8 +408,11 @@ def held_max_sorted(waiting, keys, addr, unit, held):  # pragma: no cover - comp
                     lo = mid + 1
                 else:
                     hi = mid
+            c, _ = _place(target, per_chunk, cshift, controllers, nshift)
             while lo < n and _line_span(addr[lo], 1, unit, ushift)[0] == target:
-                held[lo] = True
+                if not held[lo]:
+                    stalls[c] += accesses[lo] if weighted else 1
+                    held[lo] = True
                 found += 1
                 best = max(best, keys[j])
                 lo += 1
@@ -414,26 +421,14 @@ def held_max_sorted(waiting, keys, addr, unit, held):  # pragma: no cover - comp
     while i < n and j < m:
         a, b = _line_span(addr[i], 1, unit, ushift)[0], waiting[j]
         same = a == b
+        c, _ = _place(a, per_chunk, cshift, controllers, nshift)
+        stalls[c] += (same & ~held[i]) * (accesses[i] if weighted else 1)
         held[i] |= same
         best = max(best, keys[j] if same else -np.inf)
         found += same
         i += 1 if a <= b else 0
         j += 1 if b < a else 0
     return found > 0, best
-
-
-@_kernel
-def stalls_per_ctrl(addr, stalled, accesses, unit, per_chunk, controllers):  # pragma: no cover
-    """Per controller, the accesses of the ``stalled`` requests at ``addr`` (each within
-    one line; ``accesses``: per request, empty: one each), counted without branches."""
-    ushift, cshift, nshift = _log2(unit), _log2(per_chunk), _log2(controllers)
-    weighted = accesses.size > 0
-    out = np.zeros(controllers, dtype=np.int64)
-    for i in range(addr.size):
-        first, _ = _line_span(addr[i], 1, unit, ushift)
-        c, _ = _place(first, per_chunk, cshift, controllers, nshift)
-        out[c] += stalled[i] * (accesses[i] if weighted else 1)
-    return out
 
 
 @_kernel
