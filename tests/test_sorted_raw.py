@@ -14,9 +14,12 @@ from numpy_path import numpy_path
 from simrun import simulated_stats
 
 from components.memory import digest, kernels
-from components.memory.base import MemoryDevice
+from components.memory.base import MemoryDevice, stage
+from components.memory.pmem import Pmem
 from components.memory.streams import Geometry
 from components.persistence.image import ImageLayout
+from components.sim.engine import Engine
+from components.sim.schedule import Op, Scheduler
 from simulate.simulator import Simulator
 from workloads.workload import DlrmWorkload
 
@@ -175,3 +178,45 @@ def test_each_batch_finds_its_addresses_once(tmp_path, monkeypatch, system):
     workload = DlrmWorkload("rmc1", batch_size=64, reuse=0.5)
     Simulator(system, workload, batches, tmp_path, progress=False).run()
     assert len(calls) == 2 * batches
+
+
+def _draining_then_read(reads, distinct) -> tuple[Pmem, Op]:
+    """A log-like write of 64 lines (accepted at once, then draining), and a read of
+    ``reads`` issued once the write is accepted, told ``distinct``."""
+    pmem = Pmem(controllers=2, arbitration="time")
+    engine = Engine()
+    scheduler = Scheduler(engine)
+    pmem.bind(engine.event)
+    lines = np.arange(64, dtype=np.int64) * 256
+    write = scheduler.op("w", "checkpoint", 0, "dma", lambda now: stage(pmem.write(lines, 256)))
+    read = scheduler.op(
+        "r",
+        "embedding",
+        0,
+        "nmp",
+        lambda now: stage(pmem.read(reads, 128, distinct=distinct)),
+        deps=[write],
+    )
+    engine.run()
+    return pmem, read
+
+
+def test_a_gather_told_its_rows_waits_as_one_searched_access_by_access():
+    """Lookups in random order with repeats, some of lines still draining: told their
+    distinct rows, the read waits as long and counts the same stalls per controller."""
+    rng = np.random.default_rng(5)
+    reads = rng.integers(0, 256, 2000).astype(np.int64) * 128
+    rows, counts = np.unique(reads, return_counts=True)
+    told, told_read = _draining_then_read(reads, (rows, counts))
+    plain, plain_read = _draining_then_read(reads, None)
+    assert told_read.record.end == plain_read.record.end > 0
+    stalls = [told.ctrl0.rawStalls.value, told.ctrl1.rawStalls.value]
+    assert stalls == [plain.ctrl0.rawStalls.value, plain.ctrl1.rawStalls.value]
+    assert sum(stalls) == int(np.sum(reads < 64 * 256))  # every lookup of a held line
+
+
+def test_distinct_rows_that_do_not_add_up_to_the_stream_are_refused():
+    """A caller's distinct rows must count every request of the stream."""
+    reads = np.arange(100, dtype=np.int64) * 128
+    with pytest.raises(ValueError, match="distinct rows given count 99 requests"):
+        _draining_then_read(reads, (reads[:99], np.ones(99, dtype=np.int64)))

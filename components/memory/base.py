@@ -723,6 +723,11 @@ class MemoryDevice(SimObject):
             rows, counts = addr, None
         else:
             rows, counts = as_int64(distinct[0]), as_int64(distinct[1])
+            if rows.size != counts.size or int(counts.sum()) != addr.size:
+                raise ValueError(
+                    f"{self.path}: the distinct rows given count {int(counts.sum())} "
+                    f"requests in {rows.size} rows, the stream has {addr.size}"
+                )
         return (rows, counts) if sorted_in_lines(rows, size, self.access_unit) else None
 
     def _raw_gates(
