@@ -404,12 +404,12 @@ def held_max_sorted(  # pragma: no cover - compiled
             lo, hi = 0, n
             while lo < hi:  # the first request at or past the line
                 mid = (lo + hi) >> 1
-                if _line_span(addr[mid], 1, unit, ushift)[0] < target:
+                if _div(addr[mid], unit, ushift) < target:
                     lo = mid + 1
                 else:
                     hi = mid
             c, _ = _place(target, per_chunk, cshift, controllers, nshift)
-            while lo < n and _line_span(addr[lo], 1, unit, ushift)[0] == target:
+            while lo < n and _div(addr[lo], unit, ushift) == target:
                 if not held[lo]:
                     stalls[c] += accesses[lo] if weighted else 1
                     held[lo] = True
@@ -419,7 +419,7 @@ def held_max_sorted(  # pragma: no cover - compiled
         return found > 0, best
     i, j = 0, 0
     while i < n and j < m:
-        a, b = _line_span(addr[i], 1, unit, ushift)[0], waiting[j]
+        a, b = _div(addr[i], unit, ushift), waiting[j]
         same = a == b
         c, _ = _place(a, per_chunk, cshift, controllers, nshift)
         stalls[c] += (same & ~held[i]) * (accesses[i] if weighted else 1)
