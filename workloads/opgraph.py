@@ -49,6 +49,15 @@ class EmbeddingAccess:
             inverse[order] = np.cumsum(np.r_[True, ordered[1:] != ordered[:-1]]) - 1
         return inverse
 
+    @cached_property
+    def reused_lookups(self) -> int:
+        """Lookups of the rows the previous batch also touched (0 without one): the
+        lookups a board that corrects reused rows corrects. An exact integer dot
+        product, found on the thread that builds the demand (build_demand)."""
+        if self.previous_shared is None:
+            return 0
+        return int(self.counts @ self.previous_shared)
+
 
 @dataclass(frozen=True, eq=False)
 class BatchDemand:
@@ -168,6 +177,7 @@ def build_demand(
         previous_slot=slot,
         previous_shared=shared,
     )
+    access.reused_lookups  # noqa: B018 - found ahead, off the engine's thread
     return BatchDemand(
         kernels=kernels,
         lookup=access,

@@ -292,9 +292,8 @@ class CxlBoard(CxlBBoard):
         if prev.update.record.start >= 0:
             raise RuntimeError(f"batch {demand.batch} issued after batch {prev.batch}'s update")
         previous_rows = prev.demand.lookup.unique_rows
-        slot, shared = _previous_slots(demand.lookup, previous_rows)
+        slot, shared, corrected = _previous_slots(demand.lookup, previous_rows)
         access = demand.lookup
-        corrected = int(access.counts @ shared)  # lookups of rows the update corrects (exact)
         self.correctedLookups += corrected
         held = access.pooled_bytes <= self.nmp.bag_buffer
         if self.correction == "gradient" and held:
@@ -426,11 +425,13 @@ class CxlBoard(CxlBBoard):
         return []
 
 
-def _previous_slots(lookup, previous_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _previous_slots(lookup, previous_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
     """Per unique row of ``lookup``: its index among the previous batch's sorted unique
-    rows (clipped) and whether that batch has the row (the demand has them where it was
-    built against the same previous rows). Per unique row, not per lookup: the counts
-    of lookups per row carry them to the lookups without a binary search each."""
+    rows (clipped) and whether that batch has the row; and the lookups of those rows,
+    which the update corrects (the demand has all three where it was built against the
+    same previous rows). Per unique row, not per lookup: the counts of lookups per row
+    carry them to the lookups without a binary search each."""
     if lookup.previous_rows is previous_rows:
-        return lookup.previous_slot, lookup.previous_shared
-    return previous_slots(previous_rows, lookup.unique_rows)
+        return lookup.previous_slot, lookup.previous_shared, lookup.reused_lookups
+    slot, shared = previous_slots(previous_rows, lookup.unique_rows)
+    return slot, shared, int(lookup.counts @ shared)  # an exact integer dot product

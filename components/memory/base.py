@@ -41,6 +41,7 @@ from components.memory.digest import (
     drain_keys,
     held_max,
     held_max_sorted,
+    line_span,
     sorted_in_lines,
 )
 from components.memory.streams import (
@@ -172,6 +173,7 @@ class WriteStream:
         writes: np.ndarray,
         per_write: np.ndarray,
         visible: np.ndarray,
+        span: tuple[int, int],
         window: float = math.inf,
     ) -> None:
         self.device, self.addresses, self.size = device, addresses, size
@@ -179,7 +181,7 @@ class WriteStream:
         self.writes, self.per_write = writes, per_write  # per controller: media writes, ticks
         self.held = writes - visible  # per controller, writes that wait in the WPQ to drain
         self.accept, self.issue_step, self.lines, self.key = accept, issue_step, lines, key
-        self.span = (int(lines.min()), int(lines.max())) if lines.size else (0, -1)
+        self.span = span  # the first and last line it writes
         self.drain = Flow(drain_needs, label=f"{device.path}.drain")
         self.visible: Flow | None = None
         self.offset = 0  # ticks between the flow's progress and this stream's issue
@@ -421,13 +423,13 @@ class MemoryDevice(SimObject):
         ``distinct``: the stream's distinct addresses, sorted, and how many of its
         requests go to each, where the caller has them (a gather of table rows): a read
         that meets draining writes then checks each of those once, in one merge."""
-        addr, window = self._check(addresses, size, outstanding)
+        addr, window, span = self._check(addresses, size, outstanding)
         ctrls = self._controllers()
         n = self.controllers
         if addr.size == 0:
             return MemStream(self, {}, {}, 0.0, 0, 0)
         self._issued("read", addr, size, outstanding)
-        draining = self._draining(addr, size)
+        draining = self._draining(span)
         view = self._sorted_view(addr, size, distinct) if draining else None
         digest = digest_reads(
             addr,
@@ -476,13 +478,13 @@ class MemoryDevice(SimObject):
 
     def write(self, addresses: np.ndarray, size: int, outstanding: int | None = None) -> MemStream:
         """The needs of a stream of posted writes, and its acceptance/drain bookkeeping."""
-        addr, window = self._check(addresses, size, outstanding)
+        addr, window, span = self._check(addresses, size, outstanding)
         self._controllers()
         if addr.size == 0:
             return MemStream(self, {}, {}, 0.0, 0, 0)
         self._issued("write", addr, size, outstanding)
         plan = self._burst_plan(addr, size) or self._line_plan(addr, size)
-        return self._posted(addr, size, window, plan)
+        return self._posted(addr, size, window, span, plan)
 
     def _line_plan(self, addr: np.ndarray, size: int) -> _WritePlan:
         """Any stream: split into lines, combined in the buffer (merged in the WPQ
@@ -527,8 +529,11 @@ class MemoryDevice(SimObject):
             accept,
         )
 
-    def _posted(self, addr: np.ndarray, size: int, window: float, plan: _WritePlan) -> MemStream:
-        """Media needs, WPQ acceptance, drain order and stats of a planned write stream."""
+    def _posted(
+        self, addr: np.ndarray, size: int, window: float, span: tuple[int, int], plan: _WritePlan
+    ) -> MemStream:
+        """Media needs, WPQ acceptance, drain order and stats of a planned write stream
+        whose lines lie in ``span``."""
         ctrls = self._controllers()
         n, unit, queue = self.controllers, self.access_unit, self.write_queue
         writes_c, rmw_c = plan.writes_c, plan.rmw_c
@@ -565,6 +570,7 @@ class MemoryDevice(SimObject):
             writes_c,
             np.divide(need_c, writes_c, out=np.zeros(n), where=writes_c > 0),
             visible_c,
+            span,
             window,
         )
         turn = self._turn(need_c, plan.count_c)
@@ -682,13 +688,16 @@ class MemoryDevice(SimObject):
 
     def _check(
         self, addresses: np.ndarray, size: int, outstanding: int | None
-    ) -> tuple[np.ndarray, float]:
+    ) -> tuple[np.ndarray, float, tuple[int, int]]:
+        """The stream's addresses as int64, the requester's window and the first and
+        last line the stream touches; refuses what no device could serve."""
         addr = np.asarray(addresses, dtype=np.int64)
         if addr.ndim != 1:  # ravel makes a new array object even of a 1-D one
             addr = addr.ravel()
         if size <= 0:
             raise ValueError(f"{self.path}: request size must be positive, got {size}")
-        if addr.size and addr.min() < 0:
+        span = line_span(addr, size, self.access_unit)
+        if span[0] < 0:
             raise ValueError(f"{self.path}: negative address")
         if self.interleave % self.access_unit:
             raise ConfigError(
@@ -697,19 +706,17 @@ class MemoryDevice(SimObject):
             )
         if outstanding is not None and outstanding < 1:
             raise ValueError(f"{self.path}: outstanding must be >= 1, got {outstanding}")
-        return addr, float(outstanding) if outstanding else math.inf
+        return addr, float(outstanding) if outstanding else math.inf, span
 
     @property
     def geometry(self) -> Geometry:
         """How lines lie over the controllers, from the parameters as they are now."""
         return Geometry(self.access_unit, self.interleave, self.controllers)
 
-    def _draining(self, addr: np.ndarray, size: int) -> list[WriteStream]:
-        """The write streams still draining whose lines a read stream's span meets."""
-        if not self._active_writes:
-            return []
-        unit = self.access_unit
-        low, high = int(addr.min()) // unit, (int(addr.max()) + size - 1) // unit
+    def _draining(self, span: tuple[int, int]) -> list[WriteStream]:
+        """The write streams still draining whose lines a read stream's ``span`` of
+        lines meets."""
+        low, high = span
         return [s for s in self._active_writes if s.span[1] >= low and s.span[0] <= high]
 
     def _sorted_view(

@@ -198,6 +198,15 @@ def drain_keys(
     )
 
 
+def line_span(addr: np.ndarray, size: int, unit: int) -> tuple[int, int]:
+    """The first and last line a stream of ``size``-byte requests at ``addr`` touches
+    ((0, -1) if none), and so also whether any address is negative (the first is)."""
+    if not addr.size:
+        return 0, -1
+    low, high = fused.bounds(addr) if kernels.COMPILED else (addr.min(), addr.max())
+    return int(low) // unit, (int(high) + size - 1) // unit
+
+
 def sorted_in_lines(addr: np.ndarray, size: int, unit: int) -> bool:
     """Whether a stream's addresses never go down and each of its ``size``-byte
     requests stays within one line (then its lines are sorted as well)."""

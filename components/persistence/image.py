@@ -162,7 +162,7 @@ class ImageLayout:
         return self.offset("flags") + 8 * (len(FLAG_NAMES) + COMMIT_NAMES.index(name))
 
     def row_offset(self, rows: np.ndarray) -> np.ndarray:
-        out = rows.astype(np.int64) * (self.dim * 4)  # one new array, not three
+        out = np.multiply(rows, self.dim * 4, dtype=np.int64)  # one new array, two passes
         out += self.offset("data")
         return out
 
@@ -173,7 +173,7 @@ class ImageLayout:
     def entry_offsets(self, slot: int, count: int) -> np.ndarray:
         """Addresses of the first ``count`` entries of embedding-log slot ``slot``."""
         base = self.offset(f"emb{slot}") + RECORD_HEADER
-        return base + np.arange(count, dtype=np.int64) * self.entry_bytes
+        return np.arange(base, base + count * self.entry_bytes, self.entry_bytes, dtype=np.int64)
 
     def mlp_offset(self, slot: int) -> int:
         """Address of the parameters in MLP-log slot ``slot`` (after its header)."""
