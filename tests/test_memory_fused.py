@@ -32,6 +32,35 @@ def request_streams(draw):
     return addr.astype(np.int64), size, geometry, draw(st.integers(0, 9))
 
 
+@st.composite
+def monotone_streams(draw):
+    """Requests whose lines never go down (an update's sorted rows, a log's appends):
+    each starts in the line the one before ends in or later, so requests share lines,
+    repeat one, or span several."""
+    unit = draw(st.sampled_from([64, 80, 96, 256, 4096]))
+    geometry = Geometry(unit, unit * draw(st.sampled_from([1, 2, 3, 16])), draw(st.integers(1, 6)))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    size = draw(st.sampled_from([1, 8, 128, 136, unit, 3 * unit + 5]))
+    start = int(rng.integers(0, 8 * unit))
+    addr = []
+    for _ in range(draw(st.integers(1, 300))):
+        addr.append(start)
+        last_line = (start + size - 1) // unit
+        start = max(start, last_line * unit) + int(rng.integers(0, 2 * unit))
+    return np.array(addr, dtype=np.int64), size, geometry, draw(st.integers(0, 9))
+
+
+@st.composite
+def row_gathers(draw):
+    """Rows of ``size`` bytes in random order, each within one line (a gather)."""
+    unit = draw(st.sampled_from([64, 96, 256, 4096]))
+    size = draw(st.sampled_from([d for d in (1, 8, 32, 64, 128) if unit % d == 0]))
+    geometry = Geometry(unit, unit * draw(st.sampled_from([1, 2, 3, 16])), draw(st.integers(1, 6)))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    rows = rng.integers(0, draw(st.integers(1, 4096)), draw(st.integers(1, 300)))
+    return rows.astype(np.int64) * size, size, geometry, draw(st.integers(0, 9))
+
+
 def _same(got, want, name):
     assert (got is None) == (want is None), name
     if got is not None:
@@ -39,8 +68,10 @@ def _same(got, want, name):
         assert got.tobytes() == want.tobytes(), name
 
 
-@settings(max_examples=200, deadline=None)
-@given(request_streams(), st.booleans(), st.booleans())
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(request_streams(), row_gathers(), monotone_streams()), st.booleans(), st.booleans()
+)
 def test_read_digest_matches_numpy(case, lines, missed):
     addr, size, geometry, entries = case
     got = digest.digest_reads(addr, size, geometry, entries, lines, missed)
@@ -51,8 +82,8 @@ def test_read_digest_matches_numpy(case, lines, missed):
         _same(getattr(got, name), getattr(want, name), name)
 
 
-@settings(max_examples=200, deadline=None)
-@given(request_streams(), st.integers(0, 2**32 - 1))
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(request_streams(), monotone_streams()), st.integers(0, 2**32 - 1))
 def test_write_digest_matches_numpy(case, seed):
     addr, size, geometry, entries = case
     entries = max(entries, 1)  # without a buffer the WPQ merges (no fused kernel)
@@ -69,6 +100,33 @@ def test_write_digest_matches_numpy(case, seed):
     keys = digest.drain_keys(got.rank, got.ctrl, head_c, got.writes_c, free_c)
     args = (want.rank, want.ctrl, head_c, want.writes_c, free_c)
     _same(keys, numpy_path(kernels, lambda: digest.drain_keys(*args)), "key")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(monotone_streams(), request_streams()))
+def test_monotone_writes_match_the_buffer_pass(case):
+    """A stream whose lines never go down takes the run-of-one-line pass; it gives the
+    arrays the per-slot buffer pass gives (``any_order``), whatever the buffer size."""
+    addr, size, geometry, entries = case
+    shape = (geometry.unit, geometry.interleave // geometry.unit, geometry.controllers)
+    got = fused.line_writes(addr, size, *shape, max(entries, 1))
+    want = fused.line_writes(addr, size, *shape, max(entries, 1), True)
+    for index, (a, b) in enumerate(zip(got, want, strict=True)):
+        _same(a, b, str(index))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(0, 50), st.integers(1, 300))
+def test_line_span_is_the_first_and_last_line(seed, size, count):
+    """The one-pass bounds against numpy's min and max, negative addresses included."""
+    rng = np.random.default_rng(seed)
+    addr = rng.integers(-(2**40), 2**40, count)
+    size += 1
+    for unit in (64, 80, 256):
+        want = (int(addr.min()) // unit, (int(addr.max()) + size - 1) // unit)
+        assert digest.line_span(addr, size, unit) == want
+        assert numpy_path(kernels, lambda unit=unit: digest.line_span(addr, size, unit)) == want
+    assert digest.line_span(addr[:0], size, 64) == (0, -1)
 
 
 @settings(max_examples=200, deadline=None)

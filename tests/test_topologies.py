@@ -279,6 +279,8 @@ def test_split_demands_keep_every_lookup_with_its_shard_local_row():
     assert sum(p.lookup.lookups for p in parts1) == second.lookup.lookups
     assert sum(p.lookup.pooled_bytes for p in parts1) == second.lookup.pooled_bytes
     assert sum(p.lookup.reused_rows for p in parts1) == second.lookup.reused_rows
+    # each shard counts its own lookups of reused rows, not the whole batch's
+    assert sum(p.lookup.reused_lookups for p in parts1) == second.lookup.reused_lookups
     starts = np.concatenate(([0], np.cumsum(spec.rows_per_table)))
     for device, part in enumerate(parts1):
         local_rows = sum(spec.rows_per_table[t] for t in sharding.tables[device])

@@ -43,6 +43,7 @@ def test_rm1_embedding_access():
     assert np.all(np.diff(acc.unique_rows) > 0)
     prev_rows = set(prev.global_rows(spec.table_offsets).tolist())
     assert acc.reused_rows == sum(r in prev_rows for r in acc.unique_rows.tolist())
+    assert acc.reused_lookups == sum(r in prev_rows for r in acc.rows.tolist())
     assert d.mlp_param_bytes == d.bottom_param_bytes + d.top_param_bytes == spec.mlp_param_bytes
     assert (d.batch, d.batch_size) == (1, 128)
 
@@ -51,3 +52,4 @@ def test_first_batch_has_no_reuse():
     spec = get_model("rm4")
     batch = InputGenerator(spec).batch(0)
     assert build_demand(spec, batch, 0, None).lookup.reused_rows == 0
+    assert build_demand(spec, batch, 0, None).lookup.reused_lookups == 0
