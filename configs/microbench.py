@@ -220,7 +220,7 @@ class Target(SimObject):
 
     def __init__(self, device: MemoryDevice, name: str, cxl: bool) -> None:
         super().__init__()
-        object.__setattr__(self, "_name", "system")
+        self.rename("system")
         setattr(self, name, device)
         object.__setattr__(self, "memory", device)
         if cxl:

@@ -29,8 +29,24 @@ class Root(SimObject):
 
 def make_board():
     root = Root()
-    object.__setattr__(root, "_name", "board")
+    root.rename("board")
     return root
+
+
+def test_paths_follow_the_tree_as_it_changes():
+    """Paths are kept between asks (a run asks thousands of times a batch), and still
+    change with any rename or attachment above."""
+    board = make_board()
+    leaf = board.mem
+    assert leaf.path == "board.mem" and leaf.path == "board.mem"
+    board.rename("system")
+    assert leaf.path == "system.mem"
+    outer = Root()
+    outer.rename("cluster")
+    outer.node = board
+    assert leaf.path == "cluster.node.mem" and board.path == "cluster.node"
+    board.mem = Leaf()  # a new child in its place; the old one keeps its own parent
+    assert board.mem.path == "cluster.node.mem"
 
 
 def test_defaults_are_canonical():

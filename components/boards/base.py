@@ -55,7 +55,7 @@ class TrainingBoard(SimObject):
 
     def __init__(self, **overrides) -> None:
         super().__init__(**overrides)
-        object.__setattr__(self, "_name", "board")
+        self.rename("board")
         self.gpu = Gpu()
         self.host = HostCpu()
         # the last few batches' distinct rows and their addresses: batch N+1's lookup

@@ -613,11 +613,17 @@ class MemoryDevice(SimObject):
         return getattr(self, "domain", self.persist_domain)
 
     def _controllers(self) -> list[MemoryController]:
-        """Controller children ctrl0..ctrlN-1, created as ``controllers`` grows."""
+        """Controller children ctrl0..ctrlN-1, created as ``controllers`` grows (the
+        list is kept: every stream asks for it)."""
+        held = self.__dict__.get("_controller_list")
+        if held is not None and len(held) == self.controllers:
+            return held
         for c in range(self.controllers):
             if f"ctrl{c}" not in self._children:
                 setattr(self, f"ctrl{c}", MemoryController())
-        return [self._children[f"ctrl{c}"] for c in range(self.controllers)]
+        held = [self._children[f"ctrl{c}"] for c in range(self.controllers)]
+        object.__setattr__(self, "_controller_list", held)
+        return held
 
     def _wpq_free(self) -> np.ndarray:
         """WPQ entries per controller that a write stream starting now finds free: none
@@ -650,7 +656,16 @@ class MemoryDevice(SimObject):
     def _by_resource(self, per_ctrl: np.ndarray) -> dict[str, float]:
         """Per-controller figures by resource name, the controllers without any left out
         (needs are never negative; an idle correction may be)."""
-        return {self.resource(c): float(v) for c, v in enumerate(per_ctrl) if v != 0}
+        names = self._resource_names()
+        return {names[c]: float(v) for c, v in enumerate(per_ctrl.tolist()) if v != 0}
+
+    def _resource_names(self) -> list[str]:
+        """resource(c) of every controller, kept while the path and count hold."""
+        path, memo = self.path, self.__dict__.get("_names_memo")
+        if memo is None or memo[0] != path or len(memo[1]) != self.controllers:
+            memo = (path, [self.resource(c) for c in range(self.controllers)])
+            object.__setattr__(self, "_names_memo", memo)
+        return memo[1]
 
     def _media_ticks(
         self,

@@ -16,6 +16,8 @@ from typing import Any
 from components.sim.params import ConfigError, Param
 from components.sim.stats import Average, Formula, Scalar, Stat, Vector
 
+_tree_version = 0  # bumped whenever an object is attached or renamed anywhere
+
 
 class SimObject:
     """Base of every component. Subclasses declare Param class attributes."""
@@ -51,9 +53,15 @@ class SimObject:
     def __setattr__(self, key: str, value: Any) -> None:
         if isinstance(value, SimObject):
             object.__setattr__(value, "_parent", self)
-            object.__setattr__(value, "_name", key)
+            value.rename(key)
             self._children[key] = value
         object.__setattr__(self, key, value)
+
+    def rename(self, name: str) -> None:
+        """Give this object (and so its subtree's paths) a new name."""
+        global _tree_version
+        _tree_version += 1
+        object.__setattr__(self, "_name", name)
 
     @property
     def name(self) -> str:
@@ -61,7 +69,15 @@ class SimObject:
 
     @property
     def path(self) -> str:
-        return self._name if self._parent is None else f"{self._parent.path}.{self._name}"
+        """Dotted names from the root, kept until the tree next changes: the tree is
+        built before a run, which asks for paths (resource names) thousands of times
+        per batch."""
+        memo = self.__dict__.get("_path_memo")
+        if memo is not None and memo[0] == _tree_version:
+            return memo[1]
+        path = self._name if self._parent is None else f"{self._parent.path}.{self._name}"
+        object.__setattr__(self, "_path_memo", (_tree_version, path))
+        return path
 
     def children(self) -> Iterator[SimObject]:
         return iter(self._children.values())
