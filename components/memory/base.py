@@ -56,6 +56,7 @@ from components.sim.flows import Flow
 from components.sim.params import ConfigError, Enum, MemorySize
 from components.sim.schedule import Stage
 from components.sim.simobject import SimObject
+from components.sim.stats import add_each
 from components.sim.units import TICKS_PER_SECOND
 
 
@@ -425,7 +426,6 @@ class MemoryDevice(SimObject):
         that meets draining writes then checks each of those once, in one merge."""
         addr, window, span = self._check(addresses, size, outstanding)
         ctrls = self._controllers()
-        n = self.controllers
         if addr.size == 0:
             return MemStream(self, {}, {}, 0.0, 0, 0)
         self._issued("read", addr, size, outstanding)
@@ -453,13 +453,14 @@ class MemoryDevice(SimObject):
         )
         gates, stalls = self._raw_gates(digest.line, view, draining)
         requested = digest.requested
-        for c in range(n):
-            ctrl = ctrls[c]
-            ctrl.bytesRead += float(requested[c])
-            ctrl.mediaBytesRead += float(media_c[c])
-            ctrl.readReqs += int(reqs[c])
-            ctrl.bufferHits += int(hits[c])
-            ctrl.rawStalls += int(stalls[c])
+        _add_per_controller(
+            ctrls,
+            bytesRead=[float(v) for v in requested.tolist()],
+            mediaBytesRead=[float(v) for v in media_c.tolist()],
+            readReqs=[int(v) for v in reqs.tolist()],
+            bufferHits=[int(v) for v in hits.tolist()],
+            rawStalls=[int(v) for v in stalls.tolist()],
+        )
         energy = float(int(misses_c.sum()) * unit) * self.read_energy
         self.readOps += 1
         self.dynamicEnergy += energy
@@ -576,14 +577,15 @@ class MemoryDevice(SimObject):
         turn = self._turn(need_c, plan.count_c)
         stream.drain.weight = turn or 1.0  # the drain needs only the controllers
         self._active_writes.append(stream)
-        for c in range(n):
-            ctrl = ctrls[c]
-            ctrl.bytesWritten += float(plan.covered_c[c])
-            ctrl.writeReqs += int(plan.count_c[c])
-            ctrl.mediaBytesWritten += float(writes_c[c] * unit)
-            ctrl.mediaBytesRead += float(rmw_c[c] * unit)
-            ctrl.rmwReads += int(rmw_c[c])
-            ctrl.combinedWrites += int(plan.count_c[c] - writes_c[c])
+        _add_per_controller(
+            ctrls,
+            bytesWritten=[float(v) for v in plan.covered_c.tolist()],
+            writeReqs=[int(v) for v in plan.count_c.tolist()],
+            mediaBytesWritten=[float(v) for v in (writes_c * unit).tolist()],
+            mediaBytesRead=[float(v) for v in (rmw_c * unit).tolist()],
+            rmwReads=[int(v) for v in rmw_c.tolist()],
+            combinedWrites=[int(v) for v in (plan.count_c - writes_c).tolist()],
+        )
         energy = unit * (writes_c.sum() * self.write_energy + rmw_c.sum() * self.read_energy)
         self.writeOps += 1
         self.dynamicEnergy += float(energy)
@@ -799,6 +801,12 @@ class _WritePlan:
     count_c: np.ndarray
     covered_c: np.ndarray
     accept: Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+def _add_per_controller(ctrls: list[MemoryController], **amounts: list) -> None:
+    """Each named counter of each controller += its amount (one list per counter)."""
+    for name, values in amounts.items():
+        add_each([getattr(ctrl, name) for ctrl in ctrls], values)
 
 
 def write_range(

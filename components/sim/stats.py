@@ -48,6 +48,14 @@ def _book(stat: Stat, index: int | None, amount) -> None:
         _ledgers[-1].append((stat, index, amount))
 
 
+def add_each(stats: Sequence[Scalar], amounts: Sequence) -> None:
+    """``stat += amount`` pairwise, booked as ``+=`` books it, without rebinding an
+    attribute per stat: a device adds several counters per controller to every stream."""
+    for stat, amount in zip(stats, amounts, strict=True):
+        stat.value += amount
+        _book(stat, None, amount)
+
+
 class Stat:
     def __init__(self, name: str, desc: str, unit: str, served: bool = False) -> None:
         self.name, self.desc, self.unit = name, desc, unit
