@@ -73,7 +73,7 @@ def read_summary(addr, size, unit, per_chunk, controllers, entries):  # pragma: 
     access waits on (3x slower). Counts only: a loop that also fills arrays where asked
     runs ~1.5x slower, so read_lines and read_misses do that. Where every request
     stays within one line (a gather of rows, found in a first pass that vectorizes),
-    a loop without the per-request line loop and its partial-line bytes runs ~2x faster.
+    a loop without the per-request line loop and its partial-line bytes runs ~1.5x faster.
     """
     ushift, cshift, nshift = _log2(unit), _log2(per_chunk), _log2(controllers)
     eshift = _log2(entries)
@@ -167,6 +167,26 @@ def read_misses(addr, size, unit, per_chunk, controllers, entries):  # pragma: n
 
 
 @_inline
+def _sub_blocks(unit):  # pragma: no cover - compiled
+    """Whether a line's SUB_BLOCKS sub-blocks are whole bytes (then the float quotients
+    are exact and shifts or integer divisions give them), their size as a float and as
+    an integer, and its log2 (-1: not a power of two)."""
+    sub_int = unit // SUB_BLOCKS
+    return unit % SUB_BLOCKS == 0, unit / SUB_BLOCKS, sub_int, _log2(sub_int)
+
+
+@_inline
+def _episode_arrays(total):  # pragma: no cover - compiled
+    """Room for a write stream's episodes (at most one per line access): per episode its
+    line, controller and rank on the controller."""
+    return (
+        np.empty(total, dtype=np.int64),
+        np.empty(total, dtype=np.int64),
+        np.empty(total, dtype=np.int64),
+    )
+
+
+@_inline
 def _sub_mask(start, size, base, unit, whole, sub, sub_int, sshift):  # pragma: no cover
     """The bytes a request at ``start`` covers of the line at ``base`` (offsets lo, hi)
     and their SUB_BLOCKS-bit mask of sub-blocks (ceil and floor of the float quotients
@@ -200,7 +220,7 @@ def line_writes(  # pragma: no cover - compiled
     A stream whose lines never go down (an update's sorted rows, a log's appends) has
     its episodes as runs of one line: no line comes back once left, so a line access
     hits exactly when its line is the previous access's. Those streams take
-    _monotone_writes (the same arrays, ~25% faster) unless ``any_order`` (tests);
+    _monotone_writes (the same arrays, 10-25% faster) unless ``any_order`` (tests);
     the rest _writes_any_order."""
     ushift = _log2(unit)
     monotone = not any_order
@@ -222,13 +242,8 @@ def _monotone_writes(addr, size, unit, per_chunk, controllers, total):  # pragma
     counts stay in registers and no buffer slot is looked at (the controllers' sums
     are whole numbers)."""
     ushift, cshift, nshift = _log2(unit), _log2(per_chunk), _log2(controllers)
-    whole = unit % SUB_BLOCKS == 0  # integer sub-blocks: the float quotients are exact
-    sub = unit / SUB_BLOCKS
-    sub_int = unit // SUB_BLOCKS
-    sshift = _log2(sub_int)
-    ep_line = np.empty(total, dtype=np.int64)
-    ep_ctrl = np.empty(total, dtype=np.int64)
-    ep_rank = np.empty(total, dtype=np.int64)
+    whole, sub, sub_int, sshift = _sub_blocks(unit)
+    ep_line, ep_ctrl, ep_rank = _episode_arrays(total)
     full = np.empty(total, dtype=np.bool_)
     placed = np.zeros(controllers, dtype=np.int64)
     writes_i = np.zeros(controllers, dtype=np.int64)
@@ -288,10 +303,7 @@ def _writes_any_order(  # pragma: no cover - compiled
     slot up."""
     ushift, cshift, nshift = _log2(unit), _log2(per_chunk), _log2(controllers)
     eshift = _log2(entries)
-    whole = unit % SUB_BLOCKS == 0  # integer sub-blocks: the float quotients are exact
-    sub = unit / SUB_BLOCKS
-    sub_int = unit // SUB_BLOCKS
-    sshift = _log2(sub_int)
+    whole, sub, sub_int, sshift = _sub_blocks(unit)
     requests = addr.size
     slots = controllers * entries
     held = np.full(slots, -1, dtype=np.int64)
@@ -299,9 +311,7 @@ def _writes_any_order(  # pragma: no cover - compiled
     accesses_s = np.zeros(slots, dtype=np.int64)
     covered_s = np.zeros(slots, dtype=np.int64)
     placed = np.zeros(controllers, dtype=np.int64)
-    ep_line = np.empty(total, dtype=np.int64)
-    ep_ctrl = np.empty(total, dtype=np.int64)
-    ep_rank = np.empty(total, dtype=np.int64)
+    ep_line, ep_ctrl, ep_rank = _episode_arrays(total)
     union = np.empty(total, dtype=np.uint32)  # SUB_BLOCKS bits: less memory to fault in
     count = 0
     for i in range(requests):
