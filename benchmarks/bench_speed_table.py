@@ -6,7 +6,8 @@
         [--sample-memory 1000,10000]
 
 Per (system, model): the full-detail wall and CPU seconds per simulated batch
-(bench_slowdown.py's long-less-short difference, minimum of ``--repeats``), the sampled
+(bench_slowdown.py's long-less-short difference, minimum of ``--repeats``; "<0" where
+the runs' one-off costs differ by more than the extra batches cost), the sampled
 run's wall and CPU seconds over the batches it covers (``--sampled-batches`` batches
 with ``--sample``: start-up and the skipped batches' fast-forward included, the minimum
 of ``--repeats``), each divided by the simulated seconds per batch (the slowdown: below
@@ -56,6 +57,13 @@ def gem5_per_batch(system: str, model: str, batches: int, repeats: int) -> float
     )
 
 
+def _cost(ms: float, simulated: float) -> str:
+    """A full-detail cost per batch and its slowdown, two cells; a difference that is
+    not positive (the one-off costs of the short and the long run differed by more
+    than the extra batches cost) measures nothing and reads "<0"."""
+    return f"{ms:.1f} | {ms / simulated:.2f}" if ms > 0 else "<0 | <0"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="rm1,rm2,rm3,rm4")
@@ -92,8 +100,8 @@ def main() -> int:
                 system, model, args.sampled_batches, args.sample, args.repeats
             )
             row = (
-                f"| {model} | {system} | {simulated:.3f} | {wall:.1f} | {wall / simulated:.2f} "
-                f"| {cpu:.1f} | {cpu / simulated:.2f} | {s_sim:.3f} | {s_wall:.2f} | "
+                f"| {model} | {system} | {simulated:.3f} | {_cost(wall, simulated)} "
+                f"| {_cost(cpu, simulated)} | {s_sim:.3f} | {s_wall:.2f} | "
                 f"{s_wall / s_sim:.3f} | {s_cpu:.2f} |"
             )
             g = (
