@@ -7,36 +7,45 @@ searches took a fifth of a simulated batch's CPU time. Where numpy sorts with SI
 ids being non-negative and below the model's total rows, a radix sort (a pass on the
 top bits, then 11-bit digits within each bucket, in cache) sorts them in a few linear
 passes. Two sorted arrays match in one merge. The results are the same arrays as the
-numpy definitions here (tests/test_rowsort.py). Compiled with numba and cached on disk
-where available.
+numpy definitions here (tests/test_rowsort.py); which sort runs is measured once per
+process. Compiled with numba and cached on disk where available.
 """
 
 from __future__ import annotations
+
+import time
+from collections.abc import Callable
 
 import numpy as np
 
 from components import compiled
 
 DIGIT_BITS = 11
-
-
-def _simd_sort() -> bool:
-    """Whether numpy sorts int64 with x86-simd-sort here (AVX-512 since numpy 1.25, AVX2
-    since 2.0): 205k RM1 row ids in ~1.0 ms against the radix sort's ~3 ms on an
-    AVX-512 VM; without it numpy's introsort takes ~10 ms and the radix sort wins."""
-    try:
-        from numpy._core._multiarray_umath import __cpu_features__ as features
-    except ImportError:  # numpy 1.x
-        try:
-            from numpy.core._multiarray_umath import __cpu_features__ as features
-        except ImportError:
-            return False
-    major = int(np.__version__.split(".")[0])
-    return bool(features.get("AVX512_SKX") or (features.get("AVX2") and major >= 2))
-
-
-SIMD_SORT = _simd_sort()
 MAX_TOP_BITS = 16  # buckets of the first pass at most 2**16 (ids of any size)
+
+SIMD_SORT: bool | None = None
+"""Whether numpy's sort beats the radix sort on this machine; None until the first
+sort measures it (_numpy_sort_is_faster)."""
+CALIBRATION_IDS = 1 << 16  # row ids each way is timed on (~1-4 ms each)
+
+
+def _numpy_sort_is_faster() -> bool:
+    """Time both ways on the same row-like ids (the best of 3 each). The CPU's flags do
+    not tell: numpy sorts int64 with SIMD (x86-simd-sort) on some AVX-512 CPUs and not
+    on others with the same flags. RM1's 205k row ids: ~1.0 ms against the radix
+    sort's ~3 ms on an Intel AVX-512 VM, 13.9 against 4.0 ms on an AMD EPYC (Zen 4) VM.
+    Both give the same arrays, so the choice changes speed only."""
+    ids = np.random.default_rng(0).integers(0, 1 << 27, CALIBRATION_IDS)
+
+    def best(sort: Callable[[], object]) -> float:
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            sort()
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    return best(lambda: _runs(np.sort(ids))) < best(lambda: _radix_unique_counts(ids, 27))
 
 
 @compiled.kernel
@@ -130,7 +139,10 @@ def _merge_slots(previous, unique):  # pragma: no cover - compiled
 
 def unique_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The sorted distinct values and how often each occurs."""
+    global SIMD_SORT
     if compiled.COMPILED and values.size and values.dtype == np.int64:
+        if SIMD_SORT is None:
+            SIMD_SORT = _numpy_sort_is_faster()
         if SIMD_SORT:
             return _runs(np.sort(values))
         if int(values.min()) >= 0:

@@ -3,6 +3,9 @@ their numpy definitions; without numba they are those definitions (skipped)."""
 
 from __future__ import annotations
 
+import time
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -40,3 +43,39 @@ def test_previous_slots_match_numpy(seed, before, after):
     want = numpy_path(compiled, lambda: rowsort.previous_slots(previous, unique))
     for a, b in zip(got, want, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_the_first_sort_chooses_the_faster_way_once(monkeypatch):
+    """Unchosen, the first int64 sort times both ways and keeps the choice; the arrays
+    are numpy's whichever way wins."""
+    timed = []
+
+    def faster() -> bool:
+        timed.append(True)
+        return False
+
+    monkeypatch.setattr(rowsort, "SIMD_SORT", None)
+    monkeypatch.setattr(rowsort, "_numpy_sort_is_faster", faster)
+    values = np.random.default_rng(1).integers(0, 1 << 27, 5000)
+    for _ in range(2):
+        got = rowsort.unique_counts(values)
+        want = np.unique(values, return_counts=True)
+        for a, b in zip(got, want, strict=True):
+            np.testing.assert_array_equal(a, b)
+    assert timed == [True] and rowsort.SIMD_SORT is False
+
+
+@pytest.mark.parametrize("slowed", ["numpy", "radix"])
+def test_the_timing_picks_the_sort_that_is_not_slowed(monkeypatch, slowed):
+    def slow(run):
+        def slowed_run(*args):
+            time.sleep(0.05)
+            return run(*args)
+
+        return slowed_run
+
+    if slowed == "numpy":
+        monkeypatch.setattr(rowsort, "np", SimpleNamespace(**{**vars(np), "sort": slow(np.sort)}))
+    else:
+        monkeypatch.setattr(rowsort, "_radix_unique_counts", slow(rowsort._radix_unique_counts))
+    assert rowsort._numpy_sort_is_faster() is (slowed == "radix")
