@@ -33,7 +33,7 @@ def _numpy_sort_is_faster() -> bool:
     """Time both ways on the same row-like ids (the best of 3 each). The CPU's flags do
     not tell: numpy sorts int64 with SIMD (x86-simd-sort) on some AVX-512 CPUs and not
     on others with the same flags. RM1's 205k row ids: ~1.0 ms against the radix
-    sort's ~3 ms on an Intel AVX-512 VM, 13.9 against 4.0 ms on an AMD EPYC (Zen 4) VM.
+    sort's ~3 ms on one AVX-512 VM, 13.9 against 4.0 ms on an AMD EPYC (Zen 4) VM.
     Both give the same arrays, so the choice changes speed only."""
     ids = np.random.default_rng(0).integers(0, 1 << 27, CALIBRATION_IDS)
 
