@@ -17,16 +17,16 @@ from components import compiled, rowsort
 pytestmark = pytest.mark.skipif(not compiled.COMPILED, reason="numba not installed")
 
 
-@pytest.mark.parametrize("simd_sort", [True, False])  # numpy's sort, or the radix sort
+@pytest.mark.parametrize("numpy_sort", [True, False])  # numpy's sort, or the radix sort
 @settings(max_examples=200, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(1, 2000), st.integers(0, 62))
-def test_unique_counts_match_numpy(simd_sort, seed, size, bits):
+def test_unique_counts_match_numpy(numpy_sort, seed, size, bits):
     values = np.random.default_rng(seed).integers(0, 2**bits + 1, size)
-    rowsort.SIMD_SORT, chosen = simd_sort, rowsort.SIMD_SORT
+    rowsort.NUMPY_SORT_FASTER, chosen = numpy_sort, rowsort.NUMPY_SORT_FASTER
     try:
         got = rowsort.unique_counts(values)
     finally:
-        rowsort.SIMD_SORT = chosen
+        rowsort.NUMPY_SORT_FASTER = chosen
     want = numpy_path(compiled, lambda: rowsort.unique_counts(values))
     for a, b in zip(got, want, strict=True):
         assert a.dtype == b.dtype
@@ -54,7 +54,7 @@ def test_the_first_sort_chooses_the_faster_way_once(monkeypatch):
         timed.append(True)
         return False
 
-    monkeypatch.setattr(rowsort, "SIMD_SORT", None)
+    monkeypatch.setattr(rowsort, "NUMPY_SORT_FASTER", None)
     monkeypatch.setattr(rowsort, "_numpy_sort_is_faster", faster)
     values = np.random.default_rng(1).integers(0, 1 << 27, 5000)
     for _ in range(2):
@@ -62,7 +62,7 @@ def test_the_first_sort_chooses_the_faster_way_once(monkeypatch):
         want = np.unique(values, return_counts=True)
         for a, b in zip(got, want, strict=True):
             np.testing.assert_array_equal(a, b)
-    assert timed == [True] and rowsort.SIMD_SORT is False
+    assert timed == [True] and rowsort.NUMPY_SORT_FASTER is False
 
 
 @pytest.mark.parametrize("slowed", ["numpy", "radix"])
