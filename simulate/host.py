@@ -54,7 +54,10 @@ def drive_batches(
     made = []  # each host's batches, made ahead: stopped when the run ends
 
     def host(generator=generator, job: int = 0, ends=ends, trainer=trainer, issued=issued):
-        demands = made_ahead(prepared(spec, generator, batches, board.gpu_count))
+        demands = made_ahead(
+            prepared(spec, generator, batches, board.gpu_count),
+            foresight=lambda item: board.foresight(item[2]),
+        )
         made.append(demands)
         for n, batch, demand in demands:
             raise_received()  # a Ctrl-C or SIGTERM that a finalizer dropped stops here

@@ -16,7 +16,8 @@ from __future__ import annotations
 import os
 import queue
 import threading
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -42,16 +43,24 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def made_ahead(items: Iterator[T], threaded: bool | None = None) -> Iterator[T]:
+def made_ahead(
+    items: Iterator[T],
+    threaded: bool | None = None,
+    foresight: Callable[[T], Iterable[Callable[[], object]]] | None = None,
+) -> Iterator[T]:
     """``items`` in order, the next made on a worker thread while the caller uses this
-    one (``threaded`` None: where two CPUs per run are usable). An exception in the
-    worker is raised here, at the item it stopped at; closing this iterator stops it."""
+    one (``threaded`` None: where two CPUs per run are usable). ``foresight``: per item,
+    pieces of work that save the caller time later (digests of the batch's streams),
+    done by the worker only while it waits for the caller to take an item, so the
+    caller never waits for them (in line nothing waits: they are left out). An
+    exception in the worker is raised here, at the item it stopped at; closing this
+    iterator stops it."""
     if threaded is None:
         threaded = usable_cpus() >= 2 * _sharing
     if not threaded:
         yield from items
         return
-    ahead = _Worker(items)
+    ahead = _Worker(items, foresight)
     try:
         yield from ahead
     finally:
@@ -59,12 +68,18 @@ def made_ahead(items: Iterator[T], threaded: bool | None = None) -> Iterator[T]:
 
 
 class _Worker:
-    """One item made ahead: the queue holds at most one, so memory stays bounded."""
+    """One item made ahead: the queue holds at most one, so memory stays bounded. While
+    the queue is full the worker does the foresight of the items not yet taken, oldest
+    first: the caller, slower then, finds it done; a caller that is faster takes each
+    item as soon as it is made and the worker foresees nothing."""
 
     _END = object()
 
-    def __init__(self, items: Iterator) -> None:
+    def __init__(self, items: Iterator, foresight: Callable | None = None) -> None:
         self._items = items
+        self._foresight = foresight
+        # per item made and not yet taken, oldest first: its foresight not yet done
+        self._untaken: deque[deque] = deque()
         self._ready: queue.Queue = queue.Queue(maxsize=1)
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="batch-prefetch", daemon=True)
@@ -73,21 +88,35 @@ class _Worker:
     def _run(self) -> None:
         try:
             for item in self._items:
+                pieces = self._foresight(item) if self._foresight is not None else ()
+                self._untaken.append(deque(pieces))
                 if not self._put((item, None)):
                     return
         except BaseException as error:  # handed to the consumer, raised there
+            self._untaken.clear()
             self._put((self._END, error))
             return
         self._put((self._END, None))
 
     def _put(self, entry: tuple) -> bool:
-        """Wait for room; False once the consumer has stopped."""
+        """Wait for room, doing foresight meanwhile; False once the consumer has
+        stopped. Room means the item before this one was taken: its foresight is
+        dropped (the caller may be doing that work now)."""
         while not self._stopped.is_set():
             try:
-                self._ready.put(entry, timeout=0.1)
-                return True
+                self._ready.put_nowait(entry)
             except queue.Full:
-                continue
+                piece = next((pieces for pieces in self._untaken if pieces), None)
+                if piece is not None:
+                    piece.popleft()()
+                    continue
+                try:
+                    self._ready.put(entry, timeout=0.1)
+                except queue.Full:
+                    continue
+            while len(self._untaken) > 1:
+                self._untaken.popleft()
+            return True
         return False
 
     def __iter__(self) -> Iterator:

@@ -14,6 +14,7 @@ from numpy_path import numpy_path
 
 from components.memory import digest, fused, kernels
 from components.memory.streams import Geometry
+from components.memory.memo import DigestMemo
 
 pytestmark = pytest.mark.skipif(not kernels.COMPILED, reason="numba not installed")
 
@@ -171,10 +172,10 @@ def test_buffered_writes_on_a_known_stream():
 @settings(max_examples=100, deadline=None)
 @given(request_streams(), request_streams())
 def test_a_memo_gives_each_read_stream_its_own_counts(first, second):
-    """A device's memo of read counts (SummaryMemo): a read-only stream asked again,
+    """A device's memo of read counts (DigestMemo): a read-only stream asked again,
     after others, gets its counts without a pass; any other stream, size or geometry
     (or a writable array, which may have changed) gets its own."""
-    memo = digest.SummaryMemo()
+    memo = DigestMemo()
     streams = []
     for addr, size, geometry, entries in (first, second):
         addr.flags.writeable = False
@@ -195,7 +196,7 @@ def test_the_memo_skips_the_pass_only_for_the_same_read_only_array(monkeypatch):
     calls = []
     kernel = fused.read_summary
     monkeypatch.setattr(fused, "read_summary", lambda *a: calls.append(1) or kernel(*a))
-    geometry, memo = Geometry(256, 4096, 4), digest.SummaryMemo()
+    geometry, memo = Geometry(256, 4096, 4), DigestMemo()
     addr = np.arange(0, 256 * 64, 256, dtype=np.int64)
     addr.flags.writeable = False
     for _ in range(3):

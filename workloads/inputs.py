@@ -45,6 +45,8 @@ class Batch:
     offsets: list[np.ndarray]  # per table, int64, length B+1, offsets[t][-1] == len(indices[t])
     labels: np.ndarray  # (B,) float32 in {0, 1}
     distinct: DistinctRows | None = None  # found already, where another run stored them
+    # the global rows with the table offsets they were made with, where the maker had them
+    made_rows: tuple[tuple[int, ...], np.ndarray] | None = None
 
     @property
     def batch_size(self) -> int:
@@ -52,6 +54,9 @@ class Batch:
 
     def global_rows(self, table_offsets: np.ndarray) -> np.ndarray:
         """Global row ids of every lookup, table-major, in issue order."""
+        made = self.made_rows
+        if made is not None and made[0] == tuple(int(o) for o in table_offsets):
+            return made[1]
         return np.concatenate(
             [idx + off for idx, off in zip(self.indices, table_offsets, strict=True)]
         )
@@ -264,15 +269,18 @@ class InputGenerator(BatchSource):
         dense = np.log1p(counts).astype(np.float32)
         lengths = self._lengths(rng, b)
         global_rows = self._sample_rows(rng, lengths, index)
-        ends = np.cumsum(lengths.sum(axis=1))
-        indices = [
-            global_rows[start:end] - off
-            for start, end, off in zip(np.r_[0, ends[:-1]], ends, spec.table_offsets, strict=True)
-        ]
-        offsets = [np.concatenate(([0], np.cumsum(lens))).astype(np.int64) for lens in lengths]
+        # whole-batch passes, split into per-table views: a pass per table would hand
+        # the GIL back and forth with the engine's thread 26 times (simulate/prefetch.py)
+        per_table = lengths.sum(axis=1)
+        table_offsets = np.asarray(spec.table_offsets, dtype=np.int64)
+        local = global_rows - np.repeat(table_offsets, per_table)
+        indices = np.split(local, np.cumsum(per_table)[:-1])
+        offsets = np.zeros((lengths.shape[0], b + 1), dtype=np.int64)
+        np.cumsum(lengths, axis=1, out=offsets[:, 1:])
         logits = self._teacher(latent, global_rows, lengths)
         labels = (rng.random(b) < 1.0 / (1.0 + np.exp(-logits))).astype(np.float32)
-        return Batch(dense, indices, offsets, labels)
+        made = (tuple(int(o) for o in table_offsets), global_rows)
+        return Batch(dense, indices, list(offsets), labels, made_rows=made)
 
     def _teacher(
         self, latent: np.ndarray, global_rows: np.ndarray, lengths: np.ndarray

@@ -10,7 +10,8 @@ overrides two methods of ChanneledMemory.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -58,9 +59,7 @@ class TrainingBoard(SimObject):
         self.rename("board")
         self.gpu = Gpu()
         self.host = HostCpu()
-        # the last few batches' distinct rows and their addresses: batch N+1's lookup
-        # (which the device tells them) may come before batch N's update and log copy
-        self._unique_addresses: list[tuple[np.ndarray, np.ndarray]] = []
+        self.addresses = AddressCache()
         self.batchTicks = self.average("batchTicks", "mean time per batch", "Tick")
         self.batches = self.scalar("batches", "batches completed", "Count")
         self.lookupsPerBatch = self.average("lookupsPerBatch", "embedding lookups", "Count")
@@ -322,22 +321,56 @@ class TrainingBoard(SimObject):
     def unique_addresses(self, demand) -> np.ndarray:
         """The batch's distinct rows' addresses, found once per batch and read-only: the
         update and the log copy read the same array, so a device digests it once
-        (components/memory/digest.py, SummaryMemo)."""
+        (components/memory/memo.py)."""
         rows = demand.lookup.unique_rows
-        for held_rows, addresses in self._unique_addresses:
-            if held_rows is rows:
-                return addresses
-        addresses = self.layout.row_offset(rows)
-        addresses.flags.writeable = False
-        self._unique_addresses = [(rows, addresses), *self._unique_addresses[:2]]
-        return addresses
+        return self.addresses.of(rows, "rows", lambda: self.layout.row_offset(rows))
 
     def lookup_addresses(self, demand) -> np.ndarray:
-        return self.layout.row_offset(demand.lookup.rows)
+        """The batch's looked-up rows' addresses, found once per batch and read-only (so
+        a digest made ahead of the lookup is found: foresee)."""
+        rows = demand.lookup.rows
+        return self.addresses.of(rows, "rows", lambda: self.layout.row_offset(rows))
+
+    def foresight(self, demand) -> list[Callable[[], None]]:
+        """Pieces of work that digest this batch's embedding streams that depend on its
+        rows alone, for the thread that makes the batches to do while it waits
+        (simulate/prefetch.py): the engine's thread then finds them done. Boards whose
+        streams are known here list them; the rest digest them when issued."""
+        return []
 
     def record_batch(self, ticks: int) -> None:
         self.batchTicks.sample(ticks)
         self.batches += 1
+
+
+class AddressCache:
+    """The addresses made from the last few row arrays asked for, each made once and
+    read-only, so that a digest of them made ahead is found (components/memory/memo.py).
+    Batch N+1's lookup (which the device tells the distinct rows) may come before batch
+    N's update and log copy, and the batch maker's thread asks for batch N+2's while
+    the engine's asks for batch N's: a lock makes each once."""
+
+    DEPTH = 12  # looked-up rows, distinct rows and log entries of up to four batches
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: list[tuple[np.ndarray, object, np.ndarray]] = []
+
+    def __reduce__(self):
+        """A copy (a board copied to explore crashes) starts empty: addresses are made
+        again on demand, the same values."""
+        return (type(self), ())
+
+    def of(self, rows: np.ndarray, tag: object, make: Callable[[], np.ndarray]) -> np.ndarray:
+        """The addresses ``make()`` gives for ``rows`` (the very array) and ``tag``."""
+        with self._lock:
+            for held_rows, held_tag, addresses in self._held:
+                if held_rows is rows and held_tag == tag:
+                    return addresses
+            addresses = make()
+            addresses.flags.writeable = False
+            self._held = [(rows, tag, addresses), *self._held[: self.DEPTH - 1]]
+            return addresses
 
 
 def index_payload(demand, index_bytes: int) -> int:

@@ -24,6 +24,7 @@ from components.boards.near_memory import NearMemoryBoard
 from components.compute.nmp import NearMemoryEngine
 from components.interconnect.cxl import CxlLink, CxlPath, CxlSwitch, Type2Device, mmio_write
 from components.memory.pmem import Pmem
+from components.persistence.image import log_slot
 from components.rowsort import previous_slots
 from components.sim.params import Enum, Int
 from components.sim.schedule import Op, Stage
@@ -94,7 +95,7 @@ class CxlDBoard(NearMemoryBoard):
         """Redo: log the batch's rows, then the MLPs pulled over CXL.cache, set the flag,
         then update in place (log before apply)."""
         n, demand = ops.batch, ops.demand
-        slot, nbytes = n % 2, demand.mlp_param_bytes
+        slot, nbytes = log_slot(n), demand.mlp_param_bytes
 
         def log() -> Iterator[Stage]:
             self.nmp.start_mlp_log(nbytes)
@@ -160,7 +161,7 @@ class CxlBBoard(CxlDBoard):
         deps = [ops.lookup] + ([prev.update] if prev else []) + list(self.log_gate)
         if prev is not None and "mlp_log" in prev.extra:
             deps.append(prev.extra["mlp_log"])
-        slot = ops.batch % 2
+        slot = log_slot(ops.batch)
 
         def log() -> Iterator[Stage]:
             yield self.copy_rows(ops.demand, slot)
@@ -282,6 +283,12 @@ class CxlBoard(CxlBBoard):
             deltas = self.layout.delta_offsets(len(rows))
             return self.nmp.update_with_deltas(self.pmem, rows, row_bytes, deltas)
         return self.nmp.update_correcting(self.pmem, rows, row_bytes, corrections)
+
+    @property
+    def update_writes_rows(self) -> bool:
+        """With gradient correction the update writes its rows alone (the deltas go
+        into held bags, or to PMEM where the bags do not fit: then not foreseen)."""
+        return self.correction == "gradient"
 
     def pooled_ready(self, demand, lookup: Op, prev: BatchOps | None) -> Op:
         """The early lookup's vectors are ready once the previous batch's update has

@@ -15,6 +15,7 @@ from components.boards.near_memory import NearMemoryBoard
 from components.compute.nmp import NearMemoryEngine
 from components.interconnect.pcie import CudaRuntime, PcieLink
 from components.memory.pmem import Pmem
+from components.persistence.image import log_slot
 from components.sim.schedule import Op, Stage
 
 
@@ -68,7 +69,7 @@ class PcieBoard(NearMemoryBoard):
             "checkpoint",
             n,
             "card.nmp",
-            lambda now: self.redo_log(demand, n % 2),
+            lambda now: self.redo_log(demand, log_slot(n)),
             deps=[pull],
         )
         return [log]

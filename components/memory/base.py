@@ -35,15 +35,17 @@ from typing import Any
 import numpy as np
 
 from components.memory.digest import (
-    SummaryMemo,
     digest_reads,
     digest_writes,
     drain_keys,
+    foresee_reads,
+    foresee_writes,
     held_max,
     held_max_sorted,
     line_span,
     sorted_in_lines,
 )
+from components.memory.memo import DigestMemo
 from components.memory.streams import (
     Geometry,
     accepted_fraction,
@@ -358,7 +360,7 @@ class MemoryDevice(SimObject):
         object.__setattr__(self, "write_listeners", [])
         object.__setattr__(self, "stream_listeners", [])
         object.__setattr__(self, "event_source", None)
-        object.__setattr__(self, "_summaries", SummaryMemo())
+        object.__setattr__(self, "_digests", DigestMemo())
         self._controllers()
 
     # ----- analytical figures ---------------------------------------------------
@@ -438,7 +440,7 @@ class MemoryDevice(SimObject):
             self.buffer_lines,
             bool(draining) and view is None,
             self.media_sequence,
-            self._summaries,
+            self._digests,
         )
         unit = self.access_unit
         misses_c, hits, reqs = digest.misses, digest.hits, digest.accesses
@@ -491,7 +493,9 @@ class MemoryDevice(SimObject):
         """Any stream: split into lines, combined in the buffer (merged in the WPQ
         without one), one media write per episode; a request is accepted when its last
         line's write may enter the WPQ."""
-        d = digest_writes(addr, size, self.geometry, self.buffer_lines, self.write_queue)
+        d = digest_writes(
+            addr, size, self.geometry, self.buffer_lines, self.write_queue, self._digests
+        )
         return _WritePlan(
             d.line, d.ctrl, d.rank, d.writes_c, d.rmw_c, d.count_c, d.covered_c, d.accept
         )
@@ -500,13 +504,9 @@ class MemoryDevice(SimObject):
         """Whole-line bursts going up through memory, each within one interleave chunk
         (log appends): no line is written twice or partly, so everything follows per
         request, without splitting into lines first. None when the stream is not so."""
-        unit, chunk = self.access_unit, self.interleave
-        if (
-            size > chunk
-            or not distinct_lines(addr, size, unit)
-            or np.any(addr % chunk + size > chunk)
-        ):
+        if not self._bursts(addr, size):
             return None
+        unit, chunk = self.access_unit, self.interleave
         n, per = self.controllers, size // unit
         ctrl = (addr // chunk) % n
         per_ctrl = np.bincount(ctrl, minlength=n)
@@ -529,6 +529,45 @@ class MemoryDevice(SimObject):
             per_ctrl * float(size),
             accept,
         )
+
+    def _bursts(self, addr: np.ndarray, size: int) -> bool:
+        """Whether a write stream is whole-line bursts, each within one interleave chunk,
+        no line written twice (_burst_plan's streams)."""
+        unit, chunk = self.access_unit, self.interleave
+        return not (
+            size > chunk
+            or not distinct_lines(addr, size, unit)
+            or np.any(addr % chunk + size > chunk)
+        )
+
+    def foresee_read(self, addresses: np.ndarray, size: int) -> None:
+        """Digest now a stream of reads of ``size`` bytes at read-only ``addresses`` that
+        the engine will issue later (MemoryDevice.read then finds it made): the batch
+        maker's thread calls it (simulate/prefetch.py). Only what depends on the
+        addresses and the geometry is made; nothing of the device's state is read or
+        changed."""
+        if self._foreseeable(addresses, size):
+            foresee_reads(addresses, size, self.geometry, self.buffer_lines, self._digests)
+
+    def foresee_write(self, addresses: np.ndarray, size: int) -> None:
+        """As foresee_read, for a stream of writes (MemoryDevice.write)."""
+        if self._foreseeable(addresses, size) and not self._bursts(addresses, size):
+            foresee_writes(addresses, size, self.geometry, self.buffer_lines, self._digests)
+
+    def _foreseeable(self, addresses: np.ndarray, size: int) -> bool:
+        """Whether read or write would digest these addresses as they are (int64, one
+        dimension), and accept them (else they are refused when issued)."""
+        if type(addresses) is not np.ndarray or addresses.dtype != np.int64:
+            return False
+        if addresses.ndim != 1 or not addresses.size or size <= 0:
+            return False
+        return self._span(addresses, size)[0] >= 0
+
+    def _span(self, addr: np.ndarray, size: int) -> tuple[int, int]:
+        """digest.line_span, kept for read-only arrays: a batch's rows are read twice and
+        written once, and the batch maker's thread finds it ahead."""
+        unit = self.access_unit
+        return self._digests.get("span", addr, (size, unit), lambda: line_span(addr, size, unit))
 
     def _posted(
         self, addr: np.ndarray, size: int, window: float, span: tuple[int, int], plan: _WritePlan
@@ -708,12 +747,14 @@ class MemoryDevice(SimObject):
     ) -> tuple[np.ndarray, float, tuple[int, int]]:
         """The stream's addresses as int64, the requester's window and the first and
         last line the stream touches; refuses what no device could serve."""
-        addr = np.asarray(addresses, dtype=np.int64)
-        if addr.ndim != 1:  # ravel makes a new array object even of a 1-D one
-            addr = addr.ravel()
+        addr = addresses
+        if type(addr) is not np.ndarray or addr.dtype != np.int64 or addr.ndim != 1:
+            # np.asarray makes a new array object of an int64 array whose dtype object
+            # is not numpy's own (as numba's results have); ravel does of any
+            addr = np.asarray(addresses, dtype=np.int64).ravel()
         if size <= 0:
             raise ValueError(f"{self.path}: request size must be positive, got {size}")
-        span = line_span(addr, size, self.access_unit)
+        span = self._span(addr, size)
         if span[0] < 0:
             raise ValueError(f"{self.path}: negative address")
         if self.interleave % self.access_unit:

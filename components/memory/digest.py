@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from components.memory import fused, kernels
+from components.memory.memo import DigestMemo
 from components.memory.streams import (
     Geometry,
     accepted_fraction,
@@ -42,29 +43,11 @@ class ReadDigest:
     missed_local: np.ndarray | None
 
 
-class SummaryMemo:
-    """The per-controller counts of the last few read streams a device digested, kept by
-    array: a batch's log copy and its update read the same rows through one read-only
-    address array (TrainingBoard.unique_addresses), with the next batch's lookup in
-    between, and every stream starts with cold buffers, so the second read's counts are
-    the first's. Writable arrays are never taken from the memo (they may have changed)."""
-
-    __slots__ = ("_entries",)
-    DEPTH = 4  # streams kept: a batch's lookup, log copy and update read, and one spare
-
-    def __init__(self) -> None:
-        self._entries: list[tuple[np.ndarray, tuple, tuple]] = []
-
-    def read_summary(self, addr: np.ndarray, key: tuple) -> tuple:
-        """fused.read_summary(addr, *key), from the memo where it holds them."""
-        if not addr.flags.writeable:
-            for held, held_key, counts in self._entries:
-                if held is addr and held_key == key:
-                    return counts
-        counts = fused.read_summary(addr, *key)
-        if not addr.flags.writeable:
-            self._entries = [(addr, key, counts), *self._entries[: self.DEPTH - 1]]
-        return counts
+def kernel_args(size: int, geometry: Geometry, buffer_lines: int) -> tuple[int, ...]:
+    """The fused kernels' arguments after the addresses: request size, line size, lines
+    per interleave chunk, controllers, buffer entries per controller."""
+    unit = geometry.unit
+    return size, unit, geometry.interleave // unit, geometry.controllers, buffer_lines
 
 
 def digest_reads(
@@ -74,22 +57,22 @@ def digest_reads(
     buffer_lines: int,
     lines: bool,
     missed: bool,
-    memo: SummaryMemo | None = None,
+    memo: DigestMemo | None = None,
 ) -> ReadDigest:
     """A read stream of ``size``-byte requests at ``addr`` (int64) through the buffers;
     ``lines``/``missed``: whether to return the per-access lines and the misses;
-    ``memo``: the device's last counts (compiled path)."""
+    ``memo``: the device's digests (compiled path)."""
     n = geometry.controllers
     if kernels.COMPILED:
-        shape = (geometry.unit, geometry.interleave // geometry.unit, n, buffer_lines)
-        memo = memo or SummaryMemo()
-        counts = memo.read_summary(addr, (size, *shape))
+        args = kernel_args(size, geometry, buffer_lines)
+        memo = memo or DigestMemo()
+        counts = memo.get("read", addr, args, lambda: fused.read_summary(addr, *args))
         line = None
         if lines and int(counts[2].sum()) == addr.size:  # one line per request
             line = lines_of(addr, geometry.unit)
         elif lines:
             line = fused.read_lines(addr, size, geometry.unit)
-        missed_lines = fused.read_misses(addr, size, *shape) if missed else (None, None)
+        missed_lines = fused.read_misses(addr, *args) if missed else (None, None)
         return ReadDigest(*counts, line, *missed_lines)
     split = split_lines(addr, size, geometry, buffer_lines, 0, False)
     misses, hits, accesses = read_counts(split.ctrl, split.hit, n)
@@ -107,6 +90,16 @@ def digest_reads(
         split.ctrl[miss] if missed else None,
         split.local[miss] if missed else None,
     )
+
+
+def foresee_reads(
+    addr: np.ndarray, size: int, geometry: Geometry, buffer_lines: int, memo: DigestMemo
+) -> None:
+    """Digest a read stream into ``memo`` ahead of its issue, where digest_reads takes
+    it from (the compiled path; the numpy one keeps no digests)."""
+    if kernels.COMPILED:
+        args = kernel_args(size, geometry, buffer_lines)
+        memo.foresee("read", addr, args, lambda: fused.read_summary(addr, *args))
 
 
 def lines_of(addr: np.ndarray, unit: int) -> np.ndarray:
@@ -149,18 +142,26 @@ class WriteDigest:
 
 
 def digest_writes(
-    addr: np.ndarray, size: int, geometry: Geometry, buffer_lines: int, write_queue: int
+    addr: np.ndarray,
+    size: int,
+    geometry: Geometry,
+    buffer_lines: int,
+    write_queue: int,
+    memo: DigestMemo | None = None,
 ) -> WriteDigest:
     """A write stream of ``size``-byte requests at ``addr`` (int64) combined in buffers
     of ``buffer_lines`` entries per controller (none: merged in a WPQ of
-    ``write_queue`` entries, streams.queue_merges, which has no fused kernel)."""
+    ``write_queue`` entries, streams.queue_merges, which has no fused kernel);
+    ``memo``: where a digest made ahead (foresee_writes) is taken from."""
     n, unit = geometry.controllers, geometry.unit
     if kernels.COMPILED and buffer_lines > 0:
-        shape = (unit, geometry.interleave // unit, n, buffer_lines)
-        return WriteDigest(
-            *fused.line_writes(addr, size, *shape),
-            lambda: fused.write_accesses(addr, size, *shape),
+        args = kernel_args(size, geometry, buffer_lines)
+        episodes = (
+            fused.line_writes(addr, *args)
+            if memo is None
+            else memo.get("write", addr, args, lambda: fused.line_writes(addr, *args), keep=False)
         )
+        return WriteDigest(*episodes, lambda: fused.write_accesses(addr, *args))
     lines = split_lines(addr, size, geometry, buffer_lines, write_queue, True)
     episodes = write_episodes(lines, unit)
     ends = np.r_[np.flatnonzero(lines.request[1:] != lines.request[:-1]) + 1, lines.line.size]
@@ -180,6 +181,16 @@ def digest_writes(
         np.bincount(lines.ctrl, weights=lines.hi - lines.lo, minlength=n),
         lambda: accesses,
     )
+
+
+def foresee_writes(
+    addr: np.ndarray, size: int, geometry: Geometry, buffer_lines: int, memo: DigestMemo
+) -> None:
+    """Digest a write stream into ``memo`` ahead of its issue, where digest_writes
+    takes it from."""
+    if kernels.COMPILED and buffer_lines > 0:
+        args = kernel_args(size, geometry, buffer_lines)
+        memo.foresee("write", addr, args, lambda: fused.line_writes(addr, *args))
 
 
 def drain_keys(

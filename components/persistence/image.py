@@ -56,6 +56,11 @@ FLAG_SEED = zlib.crc32(b"TCXLFLAG")  # a flag's check: CRC32 of its value from t
 LAYOUT_LIMIT = 1 << 40  # no layout field (rows, width, counts) is beyond this
 
 
+def log_slot(batch: int) -> int:
+    """The log slot batch ``batch``'s records go to: the other one holds the previous
+    batch's, which recovery may still need until this one's flag is set."""
+    return batch % 2
+
 class CorruptImage(ValueError):
     """The image cannot be trusted; recovery refuses it instead of guessing."""
 

@@ -42,6 +42,7 @@ from components.persistence.image import (
     ImageLayout,
     PmemImage,
     flag_word,
+    log_slot,
     record_header,
 )
 from components.persistence.journal import Requests
@@ -260,7 +261,7 @@ class Protocol:
             batch = int(values[FLAG_NAMES.index(f"{kind}{slot}")])
             if batch < 0:
                 continue
-            if kind == "emb" and batch % 2 != slot:
+            if kind == "emb" and log_slot(batch) != slot:
                 raise_corrupt(image, f"flag {kind}{slot} marks batch {batch}, of the other slot")
             if batch in out:
                 raise_corrupt(image, f"flags {kind}0 and {kind}1 both mark batch {batch}")
@@ -354,7 +355,7 @@ class RedoProtocol(Protocol):
         f, n = op.facts, op.batch
         if f is None:
             return []
-        slot = n % 2
+        slot = log_slot(n)
         if op.name in self.log_ops:
             records = self.emb_record(slot, n, f.rows, f.new, f.new_acc)
             records += self.mlp_record(f"mlp{slot}", n, f.mlp_after, f.mlp_acc_after)
@@ -401,7 +402,7 @@ class UndoProtocol(Protocol):
         f, n = op.facts, op.batch
         if f is None:
             return []
-        slot = n % 2
+        slot = log_slot(n)
         if op.name == "emb_log":
             records = self.emb_record(slot, n, f.rows, f.old, f.old_acc)
             return [records, [self.flag(f"emb{slot}", n)]]
