@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from numpy_path import numpy_path
 
 from components.memory import digest, fused, kernels
-from components.memory.streams import Geometry
 from components.memory.memo import DigestMemo
+from components.memory.streams import Geometry
 
 pytestmark = pytest.mark.skipif(not kernels.COMPILED, reason="numba not installed")
 

@@ -94,3 +94,27 @@ def test_consecutive_batch_reuse_grows_with_skew():
     assert reuse[0.8][0] < reuse[1.05][0] < reuse[1.2][0]
     assert 0.15 < reuse[1.05][0] < 0.20 and 0.55 < reuse[1.05][1] < 0.62
     assert 0.77 < reuse[1.2][1] < 0.83
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.booleans(), st.sampled_from([None, 0.5]))
+def test_a_batch_s_tables_are_its_global_rows_split(seed, fixed, reuse):
+    """The per-table indices and bag offsets (made in whole-batch passes) are the
+    per-table definitions: each table's global rows less its offset, and the running
+    sums of its bag lengths from 0; the global rows the batch carries are the ones its
+    tables give, and another table layout gets its own."""
+    spec = get_model("rm1").capped(5000)
+    batch = InputGenerator(spec, 8, fixed_pooling=fixed, reuse=reuse, seed=seed).batch(2)
+    rows, lengths = batch.global_rows(spec.table_offsets), batch.bag_lengths()
+    ends = np.cumsum(lengths.sum(axis=1))
+    for t, (idx, off) in enumerate(zip(batch.indices, batch.offsets, strict=True)):
+        start = ends[t - 1] if t else 0
+        np.testing.assert_array_equal(idx, rows[start : ends[t]] - spec.table_offsets[t])
+        np.testing.assert_array_equal(off, np.concatenate(([0], np.cumsum(lengths[t]))))
+    rebuilt = np.concatenate(
+        [i + o for i, o in zip(batch.indices, spec.table_offsets, strict=True)]
+    )
+    np.testing.assert_array_equal(rows, rebuilt)
+    shifted = spec.table_offsets + 7
+    want = np.concatenate([i + o for i, o in zip(batch.indices, shifted, strict=True)])
+    np.testing.assert_array_equal(batch.global_rows(shifted), want)

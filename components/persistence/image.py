@@ -61,6 +61,7 @@ def log_slot(batch: int) -> int:
     batch's, which recovery may still need until this one's flag is set."""
     return batch % 2
 
+
 class CorruptImage(ValueError):
     """The image cannot be trusted; recovery refuses it instead of guessing."""
 
