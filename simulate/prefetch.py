@@ -106,9 +106,9 @@ class _Worker:
             try:
                 self._ready.put_nowait(entry)
             except queue.Full:
-                piece = next((pieces for pieces in self._untaken if pieces), None)
-                if piece is not None:
-                    piece.popleft()()
+                pending = next((pieces for pieces in self._untaken if pieces), None)
+                if pending is not None:
+                    pending.popleft()()
                     continue
                 try:
                     self._ready.put(entry, timeout=0.1)

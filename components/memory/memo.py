@@ -6,7 +6,8 @@ Two things make a stream's digest (components/memory/digest.py) worth keeping:
   the second read's counts are the first's;
 - a digest depends on the addresses and the device's geometry only, so the thread that
   makes the next batch (simulate/prefetch.py) can digest that batch's streams ahead of
-  the engine's thread (MemoryDevice.foresee), which then finds them done.
+  the engine's thread (MemoryDevice.foresee_read, foresee_write), which then finds
+  them done.
 
 Entries are keyed by the array object, held with it (so its id cannot be reused while
 kept), and by the kind and key of the digest. A digest being made by one thread is
