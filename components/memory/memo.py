@@ -39,10 +39,11 @@ class DigestMemo:
 
     __slots__ = ("_entries", "_lock")
 
-    # per batch its lookup's, its rows' and its log entries' spans and read counts, and
-    # two write plans: for the batch being simulated, the next one (made ahead) and the
-    # one after (foreseen while the next waits), with room to spare
-    DEPTH = 32
+    # per batch its lookup's, its rows' and its log entries' spans and read counts (5),
+    # and its two write plans while foreseen: for the batch being simulated, the next
+    # one (made ahead) and the one after (foreseen while the next waits). Each entry
+    # keeps its address array alive (RM1: up to 1.6 MB), so no more than that
+    DEPTH = 16
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
