@@ -350,7 +350,7 @@ class AddressCache:
     N's update and log copy, and the batch maker's thread asks for batch N+2's while
     the engine's asks for batch N's: a lock makes each once."""
 
-    DEPTH = 9  # looked-up rows, distinct rows and log entries of three batches
+    DEPTH = 12  # looked-up rows, distinct rows and log entries of the four batches in flight
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

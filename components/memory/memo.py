@@ -40,10 +40,10 @@ class DigestMemo:
     __slots__ = ("_entries", "_lock")
 
     # per batch its lookup's, its rows' and its log entries' spans and read counts (5),
-    # and its two write plans while foreseen: for the batch being simulated, the next
-    # one (made ahead) and the one after (foreseen while the next waits). Each entry
-    # keeps its address array alive (RM1: up to 1.6 MB), so no more than that
-    DEPTH = 16
+    # and its two write plans until taken, for the four batches in flight: the one
+    # whose update runs, the one whose lookup and log copy run, and the two the batch
+    # maker foresees. Each entry keeps its address array alive (RM1: up to 1.6 MB)
+    DEPTH = 24
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
