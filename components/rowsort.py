@@ -4,11 +4,10 @@ Every batch sorts its ~10^5-10^6 row ids to find the distinct rows and their cou
 then looks each up among the previous batch's: numpy's comparison sort and binary
 searches took a fifth of a simulated batch's CPU time. Where numpy sorts with SIMD
 (x86-simd-sort) its sort is the fastest, and one pass counts the runs; elsewhere, row
-ids being non-negative and below the model's total rows, a radix sort (a pass on the
-top bits, then 11-bit digits within each bucket, in cache) sorts them in a few linear
-passes. Two sorted arrays match in one merge. The results are the same arrays as the
-numpy definitions here (tests/test_rowsort.py); which sort runs is measured once per
-process. Compiled with numba and cached on disk where available.
+ids being non-negative and below the model's total rows, a radix sort sorts them in a
+few linear passes. Two sorted arrays match in one merge. The results are the same
+arrays as the numpy definitions here (tests/test_rowsort.py); which sort runs is
+measured once per process. Compiled with numba and cached on disk where available.
 """
 
 from __future__ import annotations
@@ -20,13 +19,21 @@ import numpy as np
 
 from components import compiled
 
-DIGIT_BITS = 11
-MAX_TOP_BITS = 16  # buckets of the first pass at most 2**16 (ids of any size)
+LSD_MAX_VALUES = 1 << 18
+"""Up to this many ids (2 MB, a core's L2 cache on the EPYC and Xeon VMs measured) are
+sorted least significant digit first: a few passes over the whole array, all in cache
+(RM1's 205k ids: 1.2 against 1.7 ms). Larger arrays are spread into buckets first, each
+sorted in cache (RM2's 819k ids: 9.4 against 12.9 ms for whole-array passes)."""
+MIN_DIGIT_BITS = 8
+MAX_DIGIT_BITS = 15  # a digit's 32k counters (256 KB) stay in the L2 cache
+BUCKET_DIGIT_BITS = 11  # within a bucket of the larger arrays
+MAX_TOP_BITS = 16  # their buckets: at most 2**16 (ids of any size)
 
 NUMPY_SORT_FASTER: bool | None = None
 """Whether numpy's sort beats the radix sort on this machine; None until the first
 sort measures it (_numpy_sort_is_faster)."""
 CALIBRATION_IDS = 1 << 16  # row ids each way is timed on (~1-4 ms each)
+_NO_COUNTS = np.zeros(0, dtype=np.int64)
 
 
 def _numpy_sort_is_faster() -> bool:
@@ -46,17 +53,79 @@ def _numpy_sort_is_faster() -> bool:
             times.append(time.perf_counter() - start)
         return min(times)
 
-    return best(lambda: _runs(np.sort(ids))) < best(lambda: _radix_unique_counts(ids, bits))
+    return best(lambda: _runs(np.sort(ids))) < best(lambda: _radix_unique_counts(ids))
 
 
 @compiled.kernel
-def _radix_unique_counts(values, bits):  # pragma: no cover - compiled
-    """Sorted distinct values (below 2**bits) and their counts: one counting pass on
-    the bits above the lowest two DIGIT_BITS digits spreads the values into buckets
-    (row ids: a few thousand each, in cache), each then sorted by LSD radix on those
-    two digits."""
+def _radix_unique_counts(values):  # pragma: no cover - compiled
+    """Sorted distinct values of non-empty ``values`` and their counts, by a radix sort
+    on as many bits as the largest value has (one pass finds it); two empty arrays
+    where a value is negative (the caller sorts those otherwise)."""
+    low = high = values[0]
+    for i in range(1, values.size):
+        low = min(low, values[i])
+        high = max(high, values[i])
+    if low < 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    bits = 1
+    while high >> bits:
+        bits += 1
+    if values.size <= LSD_MAX_VALUES:
+        return _runs(_lsd_sorted(values, bits))
+    return _runs(_msd_sorted(values, bits))
+
+
+@compiled.kernel
+def _lsd_sorted(values, bits):  # pragma: no cover - compiled
+    """``values`` (below 2**bits) sorted least significant digit first: one pass counts
+    every digit's values, then each digit scatters the values by it in turn (a stable
+    pass each). Digits of up to MAX_DIGIT_BITS bits, fewer for small arrays (so the
+    counters stay below the values in number): RM1's 27-bit row ids take two passes
+    of 14 bits."""
     size = values.size
-    top = min(max(bits - 2 * DIGIT_BITS, 0), MAX_TOP_BITS)  # two digits left for row ids
+    widest = MIN_DIGIT_BITS
+    while widest < MAX_DIGIT_BITS and (1 << widest) < size:
+        widest += 1
+    passes = -(-bits // widest)
+    digit = -(-bits // passes)
+    mask = (1 << digit) - 1
+    starts = np.zeros((passes, 1 << digit), dtype=np.int64)
+    for i in range(size):
+        v = values[i]
+        for p in range(passes):
+            starts[p, (v >> (p * digit)) & mask] += 1
+    for p in range(passes):
+        total = 0
+        for d in range(1 << digit):
+            count = starts[p, d]
+            starts[p, d] = total
+            total += count
+    ordered = np.empty(size, dtype=np.int64)
+    for i in range(size):
+        v = values[i]
+        d = v & mask
+        ordered[starts[0, d]] = v
+        starts[0, d] += 1
+    spare = np.empty(size if passes > 1 else 0, dtype=np.int64)
+    for p in range(1, passes):
+        shift = p * digit
+        for i in range(size):
+            v = ordered[i]
+            d = (v >> shift) & mask
+            spare[starts[p, d]] = v
+            starts[p, d] += 1
+        ordered, spare = spare, ordered
+    return ordered
+
+
+@compiled.kernel
+def _msd_sorted(values, bits):  # pragma: no cover - compiled
+    """``values`` (below 2**bits) sorted for arrays past the cache: one counting pass on
+    the bits above the lowest two BUCKET_DIGIT_BITS digits spreads the values into
+    buckets (row ids: a few thousand each, in cache), each then sorted by LSD radix on
+    those two digits."""
+    size = values.size
+    top = min(max(bits - 2 * BUCKET_DIGIT_BITS, 0), MAX_TOP_BITS)
     low_bits = bits - top
     bounds = np.zeros((1 << top) + 1, dtype=np.int64)
     for i in range(size):
@@ -69,22 +138,22 @@ def _radix_unique_counts(values, bits):  # pragma: no cover - compiled
         b = values[i] >> low_bits
         ordered[fill[b]] = values[i]
         fill[b] += 1
-    passes = -(-low_bits // DIGIT_BITS)
+    passes = -(-low_bits // BUCKET_DIGIT_BITS)
     spare = np.empty(size, dtype=np.int64)
-    count = np.empty(1 << DIGIT_BITS, dtype=np.int64)
-    mask = (1 << DIGIT_BITS) - 1
+    count = np.empty(1 << BUCKET_DIGIT_BITS, dtype=np.int64)
+    mask = (1 << BUCKET_DIGIT_BITS) - 1
     for b in range(1 << top):
         lo, hi = bounds[b], bounds[b + 1]
         if hi - lo < 2:
             continue
         src, dst = ordered[lo:hi], spare[lo:hi]
         for p in range(passes):
-            shift = p * DIGIT_BITS
+            shift = p * BUCKET_DIGIT_BITS
             count[:] = 0
             for i in range(hi - lo):
                 count[(src[i] >> shift) & mask] += 1
             total = 0
-            for d in range(1 << DIGIT_BITS):
+            for d in range(1 << BUCKET_DIGIT_BITS):
                 c = count[d]
                 count[d] = total
                 total += c
@@ -95,7 +164,7 @@ def _radix_unique_counts(values, bits):  # pragma: no cover - compiled
             src, dst = dst, src
         if passes % 2:
             ordered[lo:hi] = src
-    return _runs(ordered)
+    return ordered
 
 
 @compiled.kernel
@@ -118,9 +187,10 @@ def _runs(ordered):  # pragma: no cover - compiled
 
 
 @compiled.kernel
-def _merge_slots(previous, unique):  # pragma: no cover - compiled
+def _merge_slots(previous, unique, counts):  # pragma: no cover - compiled
     """np.searchsorted(previous, unique) for sorted ``unique``, by one merge; clipped
-    to the last index, and whether previous holds the value there."""
+    to the last index; whether previous holds the value there; how many values it
+    holds, and their lookups where ``counts`` gives each value's (else 0)."""
     size = unique.size
     slot = np.empty(size, dtype=np.int64)
     last = previous.size - 1
@@ -133,9 +203,16 @@ def _merge_slots(previous, unique):  # pragma: no cover - compiled
         j += step
         i += 1 - step
     shared = np.empty(size, dtype=np.bool_)
+    held = 0
+    lookups = 0
+    weighted = counts.size > 0
     for i in range(size):
-        shared[i] = previous[slot[i]] == unique[i]
-    return slot, shared
+        match = previous[slot[i]] == unique[i]
+        shared[i] = match
+        held += match
+        if weighted:
+            lookups += counts[i] * match
+    return slot, shared, held, lookups
 
 
 def unique_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -146,8 +223,9 @@ def unique_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             NUMPY_SORT_FASTER = _numpy_sort_is_faster()
         if NUMPY_SORT_FASTER:
             return _runs(np.sort(values))
-        if int(values.min()) >= 0:
-            return _radix_unique_counts(values, max(int(values.max()).bit_length(), 1))
+        unique, counts = _radix_unique_counts(values)
+        if unique.size:
+            return unique, counts
     ordered = np.sort(values)
     if not ordered.size:
         return ordered, np.zeros(0, dtype=np.int64)
@@ -158,7 +236,21 @@ def unique_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def previous_slots(previous: np.ndarray, unique: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For each of the sorted distinct ``unique``: its index in the sorted, non-empty
     ``previous`` (np.searchsorted's, clipped to the last) and whether it is there."""
+    return previous_matches(previous, unique)[:2]
+
+
+def previous_matches(
+    previous: np.ndarray, unique: np.ndarray, counts: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """previous_slots, then how many of ``unique`` the sorted, non-empty ``previous``
+    holds and, with ``counts`` (each value's lookups), their lookups (else 0): the
+    batch's reused rows and lookups, counted in the same merge."""
     if compiled.COMPILED and previous.size and previous.dtype == unique.dtype == np.int64:
-        return _merge_slots(previous, unique)
+        weights = _NO_COUNTS if counts is None else counts
+        if weights.dtype == np.int64 and weights.ndim == 1:
+            slot, shared, held, lookups = _merge_slots(previous, unique, weights)
+            return slot, shared, int(held), int(lookups)
     slot = np.minimum(np.searchsorted(previous, unique), previous.size - 1)
-    return slot, previous[slot] == unique
+    shared = previous[slot] == unique
+    lookups = 0 if counts is None else int(counts @ shared)
+    return slot, shared, int(shared.sum()), lookups

@@ -33,6 +33,33 @@ def test_unique_counts_match_numpy(numpy_sort, seed, size, bits):
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("bits", [20, 27, 40])
+def test_arrays_past_the_cache_sort_by_buckets_alike(bits):
+    """Past LSD_MAX_VALUES ids the radix sort spreads them into buckets first: the
+    same arrays as numpy's."""
+    values = np.random.default_rng(bits).integers(0, 1 << bits, rowsort.LSD_MAX_VALUES + 999)
+    rowsort.NUMPY_SORT_FASTER, chosen = False, rowsort.NUMPY_SORT_FASTER
+    try:
+        got = rowsort.unique_counts(values)
+    finally:
+        rowsort.NUMPY_SORT_FASTER = chosen
+    for a, b in zip(got, np.unique(values, return_counts=True), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 2000))
+def test_negative_ids_are_sorted_by_numpy_alike(seed, size):
+    values = np.random.default_rng(seed).integers(-(2**40), 2**40, size)
+    rowsort.NUMPY_SORT_FASTER, chosen = False, rowsort.NUMPY_SORT_FASTER
+    try:
+        got = rowsort.unique_counts(values)
+    finally:
+        rowsort.NUMPY_SORT_FASTER = chosen
+    for a, b in zip(got, np.unique(values, return_counts=True), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(1, 500), st.integers(1, 500))
 def test_previous_slots_match_numpy(seed, before, after):
@@ -43,6 +70,21 @@ def test_previous_slots_match_numpy(seed, before, after):
     want = numpy_path(compiled, lambda: rowsort.previous_slots(previous, unique))
     for a, b in zip(got, want, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 500), st.integers(1, 500), st.booleans())
+def test_previous_matches_count_as_numpy(seed, before, after, weighted):
+    """The reused rows and their lookups come out of the merge: numpy's sum and dot."""
+    rng = np.random.default_rng(seed)
+    previous = np.unique(rng.integers(0, 800, before))
+    unique = np.unique(rng.integers(0, 1000, after))
+    counts = rng.integers(1, 100, unique.size) if weighted else None
+    got = rowsort.previous_matches(previous, unique, counts)
+    want = numpy_path(compiled, lambda: rowsort.previous_matches(previous, unique, counts))
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+    assert got[2:] == want[2:] == (int(want[1].sum()), int(counts @ want[1]) if weighted else 0)
 
 
 def test_the_first_sort_chooses_the_faster_way_once(monkeypatch):

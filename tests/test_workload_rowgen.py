@@ -32,7 +32,29 @@ def test_affine_rows_match_numpy(seed, sizes, exponent):
     offsets = np.concatenate(([0], np.cumsum(rows)[:-1]))
     args = (draws, counts, rows, multipliers, shifts, offsets)
     got = rowgen.affine_rows(*args)
-    np.testing.assert_array_equal(got, numpy_path(compiled, lambda: rowgen.affine_rows(*args)))
+    want = numpy_path(compiled, lambda: rowgen.affine_rows(*args))
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(got[0] - got[1], np.repeat(offsets, counts))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(0, 2**32 - 1),
+    st.lists(st.integers(0, 40), min_size=1, max_size=6),
+    st.floats(-(2.0**60), 2.0**60),
+)
+def test_scale_and_shift_rounds_as_numpy(seed, counts, shift):
+    """One pass, two roundings per entry: numpy's multiply pass then add pass, bit for
+    bit (a fused multiply-add would differ in the last bit)."""
+    rng = np.random.default_rng(seed)
+    counts = np.array(counts, dtype=np.int64)
+    scales = rng.random(counts.size) * 10.0 ** rng.integers(-8, 9, counts.size)
+    u = rng.random(int(counts.sum()))
+    want = u.copy()
+    numpy_path(compiled, lambda: rowgen.scale_and_shift(want, scales, counts, shift))
+    rowgen.scale_and_shift(u, scales, counts, shift)
+    assert u.tobytes() == want.tobytes()
 
 
 @settings(max_examples=200, deadline=None)

@@ -12,7 +12,7 @@ import numpy as np
 
 from components.rowsort import unique_counts
 from workloads.models import DEFAULT_BATCH_SIZE, ModelSpec
-from workloads.rowgen import affine_rows, row_scores
+from workloads.rowgen import affine_rows, row_scores, scale_and_shift
 
 DEFAULT_ZIPF_EXPONENT = 1.05
 """Rank-frequency exponent of row popularity. Criteo's categorical values are heavy-tailed,
@@ -131,8 +131,11 @@ def power_law_draws(
         return lo * np.power(spread(hi / lo), u)
     e = 1.0 - exponent
     a = lo**e
-    u *= spread(np.power(hi, e) - a)  # in place: a + u * (...) without two temporaries
-    u += a  # (IEEE addition commutes: the same numbers)
+    if counts is None:
+        u *= np.power(hi, e) - a  # in place: a + u * (...) without two temporaries
+        u += a  # (IEEE addition commutes: the same numbers)
+    else:
+        scale_and_shift(u, np.power(hi, e) - a, counts, a)
     return np.power(u, 1.0 / e, out=u)
 
 
@@ -197,7 +200,7 @@ class InputGenerator(BatchSource):
         draw): with ``reuse``, every batch touches that many, so moving the reuse moves
         which rows a batch touches, not how many."""
         rng = np.random.default_rng([self.seed, 4])
-        distinct = np.unique(self._popular_rows(rng, self._lengths(rng, self.batch_size)))
+        distinct = np.unique(self._popular_rows(rng, self._lengths(rng, self.batch_size))[0])
         table = np.searchsorted(self.spec.table_offsets, distinct, side="right") - 1
         return np.bincount(table, minlength=self.spec.num_tables)
 
@@ -206,7 +209,7 @@ class InputGenerator(BatchSource):
         offset, which would otherwise swamp the signal and skew the click rate."""
         rng = np.random.default_rng([self.seed, 3])
         lengths = self._lengths(rng, samples)
-        sums = self._bag_scores(self._popular_rows(rng, lengths), lengths)
+        sums = self._bag_scores(self._popular_rows(rng, lengths)[0], lengths)
         return sums.mean(axis=1, keepdims=True), sums.std(axis=1, keepdims=True) + 1e-12
 
     def _lengths(self, rng: np.random.Generator, b: int) -> np.ndarray:
@@ -215,15 +218,21 @@ class InputGenerator(BatchSource):
             return np.full((t, b), p, dtype=np.int64)
         return rng.integers(1, 2 * p, size=(t, b))
 
-    def _sample_rows(self, rng: np.random.Generator, lengths: np.ndarray, index: int) -> np.ndarray:
-        """Global row ids of batch ``index``, table-major, for bags of (T, B) lengths."""
+    def _sample_rows(
+        self, rng: np.random.Generator, lengths: np.ndarray, index: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Global and table-local row ids of batch ``index``, table-major, for bags of
+        (T, B) lengths."""
         if self.reuse is None:
             return self._popular_rows(rng, lengths)
         return self._windowed_rows(rng, lengths, index)
 
-    def _popular_rows(self, rng: np.random.Generator, lengths: np.ndarray) -> np.ndarray:
-        """Rows by popularity alone: every lookup a power-law rank over the whole table,
-        so consecutive batches share only the rows popular enough to be drawn twice."""
+    def _popular_rows(
+        self, rng: np.random.Generator, lengths: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Global and table-local rows by popularity alone: every lookup a power-law
+        rank over the whole table, so consecutive batches share only the rows popular
+        enough to be drawn twice."""
         counts = lengths.sum(axis=1)
         draws = power_law_draws(rng, self._rows, self.zipf_exponent, counts)
         offsets = np.asarray(self.spec.table_offsets, dtype=np.int64)
@@ -231,16 +240,16 @@ class InputGenerator(BatchSource):
 
     def _windowed_rows(
         self, rng: np.random.Generator, lengths: np.ndarray, index: int
-    ) -> np.ndarray:
-        """Rows with a set reuse. Per table, batch ``index`` touches a window of ``size``
-        consecutive positions of a fixed stream (position j is row j mod n through the
-        table's affine permutation: a window holds distinct rows), and each window starts
-        round((1 - reuse) * size) positions after the previous batch's, so consecutive
-        batches share that fraction of their rows and batch i still depends only on
-        (seed, i). Every window row is looked up once; the other lookups pick window rows
-        by popularity, a power law over the rows ranked by a heat fixed per position (a
-        row keeps its heat while it stays in the windows)."""
-        out = []
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Global and table-local rows with a set reuse. Per table, batch ``index``
+        touches a window of ``size`` consecutive positions of a fixed stream (position j
+        is row j mod n through the table's affine permutation: a window holds distinct
+        rows), and each window starts round((1 - reuse) * size) positions after the
+        previous batch's, so consecutive batches share that fraction of their rows and
+        batch i still depends only on (seed, i). Every window row is looked up once; the
+        other lookups pick window rows by popularity, a power law over the rows ranked by
+        a heat fixed per position (a row keeps its heat while it stays in the windows)."""
+        out, local = [], []
         for t, bags in enumerate(lengths):
             total, n = int(bags.sum()), int(self._rows[t])
             size = int(min(self._window[t], total, n))
@@ -252,7 +261,8 @@ class InputGenerator(BatchSource):
             picks = rng.permutation(np.concatenate([by_heat, by_heat[ranks]]))
             rows = (picks % n * self._multipliers[t] + self._shifts[t]) % n
             out.append(rows + self.spec.table_offsets[t])
-        return np.concatenate(out)
+            local.append(rows)
+        return np.concatenate(out), np.concatenate(local)
 
     def _bag_scores(self, global_rows: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         """(T, B) sum of teacher row scores per bag."""
@@ -268,18 +278,16 @@ class InputGenerator(BatchSource):
         counts = np.floor(np.exp(self._mu + self._sigma * latent))
         dense = np.log1p(counts).astype(np.float32)
         lengths = self._lengths(rng, b)
-        global_rows = self._sample_rows(rng, lengths, index)
-        # whole-batch passes, split into per-table views: a pass per table would hand
+        global_rows, local = self._sample_rows(rng, lengths, index)
+        # whole-batch arrays, split into per-table views: a pass per table would hand
         # the GIL back and forth with the engine's thread 26 times (simulate/prefetch.py)
         per_table = lengths.sum(axis=1)
-        table_offsets = np.asarray(spec.table_offsets, dtype=np.int64)
-        local = global_rows - np.repeat(table_offsets, per_table)
         indices = np.split(local, np.cumsum(per_table)[:-1])
         offsets = np.zeros((lengths.shape[0], b + 1), dtype=np.int64)
         np.cumsum(lengths, axis=1, out=offsets[:, 1:])
         logits = self._teacher(latent, global_rows, lengths)
         labels = (rng.random(b) < 1.0 / (1.0 + np.exp(-logits))).astype(np.float32)
-        made = (tuple(int(o) for o in table_offsets), global_rows)
+        made = (tuple(int(o) for o in spec.table_offsets), global_rows)
         return Batch(dense, indices, list(offsets), labels, made_rows=made)
 
     def _teacher(

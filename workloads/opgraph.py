@@ -8,7 +8,7 @@ from functools import cached_property
 
 import numpy as np
 
-from components.rowsort import previous_slots
+from components.rowsort import previous_matches
 from workloads.inputs import Batch
 from workloads.models import FLOAT_BYTES, ModelSpec
 
@@ -52,8 +52,9 @@ class EmbeddingAccess:
     @cached_property
     def reused_lookups(self) -> int:
         """Lookups of the rows the previous batch also touched (0 without one): the
-        lookups a board that corrects reused rows corrects. An exact integer dot
-        product, found on the thread that builds the demand (build_demand)."""
+        lookups a board that corrects reused rows corrects. An exact integer sum:
+        build_demand's merge with the previous batch's rows counts it, on the thread
+        that builds the demand."""
         if self.previous_shared is None:
             return 0
         return int(self.counts @ self.previous_shared)
@@ -155,13 +156,12 @@ def build_demand(
         gpu_kernels = tuple(batch_kernels(spec, share) for share in split_samples(b, gpus))
     rows = batch.global_rows(spec.table_offsets)
     unique, counts = batch.distinct_rows(spec.table_offsets, rows)
-    reused, prev, slot, shared = 0, None, None, None
+    reused, lookups, prev, slot, shared = 0, 0, None, None, None
     if previous_batch is not None:
         prev = previous_rows
         if prev is None:
             prev = previous_batch.distinct_rows(spec.table_offsets)[0]
-        slot, shared = previous_slots(prev, unique)
-        reused = int(shared.sum())
+        slot, shared, reused, lookups = previous_matches(prev, unique, counts)
     pooled = b * spec.num_tables * spec.row_bytes
     access = EmbeddingAccess(
         rows=rows,
@@ -177,7 +177,7 @@ def build_demand(
         previous_slot=slot,
         previous_shared=shared,
     )
-    access.reused_lookups  # noqa: B018 - found ahead, off the engine's thread
+    vars(access)["reused_lookups"] = lookups  # cached_property's own slot: counted above
     return BatchDemand(
         kernels=kernels,
         lookup=access,

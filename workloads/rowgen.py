@@ -3,7 +3,8 @@
 A batch draws one power-law rank per lookup and maps it through its table's affine
 permutation; the teacher hashes every row id. In numpy each step is a pass over the
 10^5-10^6 lookups with a gather of per-table values; here one pass per table segment
-does the integer arithmetic and one the hash. The floating-point power stays numpy's.
+scales the uniform draws, one does the integer arithmetic and one the hash. The
+floating-point power stays numpy's.
 Results are the numpy definitions' bit for bit (tests/test_workload_rowgen.py).
 """
 
@@ -26,6 +27,7 @@ division costs ~3x the whole rest of the loop)."""
 @compiled.kernel
 def _affine_rows(draws, counts, rows, multipliers, shifts, offsets):  # pragma: no cover
     out = np.empty(draws.size, dtype=np.int64)
+    local = np.empty(draws.size, dtype=np.int64)
     i = 0
     for t in range(counts.size):
         n, a, b, base = rows[t], multipliers[t], shifts[t], offsets[t]
@@ -41,9 +43,10 @@ def _affine_rows(draws, counts, rows, multipliers, shifts, offsets):  # pragma: 
                     r -= n
             else:
                 r = v % n
+            local[i] = r
             out[i] = r + base
             i += 1
-    return out
+    return out, local
 
 
 def affine_rows(
@@ -53,16 +56,39 @@ def affine_rows(
     multipliers: np.ndarray,
     shifts: np.ndarray,
     offsets: np.ndarray,
-) -> np.ndarray:
-    """Global row ids of continuous power-law ``draws``, ``counts[t]`` of table t in
-    turn: each rounded to a rank (0 = hottest) below the table's ``rows``, through the
-    table's permutation rank * multiplier + shift (mod rows), plus its offset."""
+) -> tuple[np.ndarray, np.ndarray]:
+    """Global and table-local row ids of continuous power-law ``draws``, ``counts[t]``
+    of table t in turn: each rounded to a rank (0 = hottest) below the table's
+    ``rows``, through the table's permutation rank * multiplier + shift (mod rows);
+    a global id adds its table's offset. Both come from one pass: a batch keeps the
+    local ids as its per-table indices."""
     if compiled.COMPILED:
         return _affine_rows(draws, counts, rows, multipliers, shifts, offsets)
     n = np.repeat(rows, counts)
     ranks = np.minimum(np.floor(draws + 0.5).astype(np.int64) - 1, n - 1)
     spread = np.repeat(multipliers, counts), np.repeat(shifts, counts)
-    return (ranks * spread[0] + spread[1]) % n + np.repeat(offsets, counts)
+    local = (ranks * spread[0] + spread[1]) % n
+    return local + np.repeat(offsets, counts), local
+
+
+@compiled.kernel
+def _scaled_shifted(u, scales, counts, shift):  # pragma: no cover - compiled
+    i = 0
+    for t in range(counts.size):
+        scale = scales[t]
+        for _ in range(counts[t]):
+            u[i] = u[i] * scale + shift  # two roundings: numba emits no fused multiply-add
+            i += 1
+
+
+def scale_and_shift(u: np.ndarray, scales: np.ndarray, counts: np.ndarray, shift: float) -> None:
+    """u = u * scales[t] + shift in place, for ``counts[t]`` entries of table t in turn:
+    numpy's two passes over a per-entry copy of the scales, the same numbers."""
+    if compiled.COMPILED and u.dtype == scales.dtype == np.float64:
+        _scaled_shifted(u, scales, counts, shift)
+        return
+    u *= np.repeat(scales, counts)
+    u += shift
 
 
 @compiled.kernel
