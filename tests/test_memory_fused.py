@@ -52,6 +52,18 @@ def monotone_streams(draw):
 
 
 @st.composite
+def contiguous_streams(draw):
+    """Requests that tile one range in order (a log's entries, DMA bursts): each starts
+    where the one before ends, so they share lines, fill them or span several."""
+    unit = draw(st.sampled_from([64, 80, 96, 256, 4096]))
+    geometry = Geometry(unit, unit * draw(st.sampled_from([1, 2, 3, 16])), draw(st.integers(1, 6)))
+    size = draw(st.sampled_from([1, 8, 128, 136, unit, 3 * unit + 5]))
+    start = draw(st.integers(0, 8 * unit))
+    addr = start + size * np.arange(draw(st.integers(1, 300)), dtype=np.int64)
+    return addr, size, geometry, draw(st.integers(0, 9))
+
+
+@st.composite
 def row_gathers(draw):
     """Rows of ``size`` bytes in random order, each within one line (a gather)."""
     unit = draw(st.sampled_from([64, 96, 256, 4096]))
@@ -84,7 +96,10 @@ def test_read_digest_matches_numpy(case, lines, missed):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.one_of(request_streams(), monotone_streams()), st.integers(0, 2**32 - 1))
+@given(
+    st.one_of(request_streams(), monotone_streams(), contiguous_streams()),
+    st.integers(0, 2**32 - 1),
+)
 def test_write_digest_matches_numpy(case, seed):
     addr, size, geometry, entries = case
     entries = max(entries, 1)  # without a buffer the WPQ merges (no fused kernel)
@@ -104,10 +119,11 @@ def test_write_digest_matches_numpy(case, seed):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.one_of(monotone_streams(), request_streams()))
+@given(st.one_of(monotone_streams(), request_streams(), contiguous_streams()))
 def test_monotone_writes_match_the_buffer_pass(case):
-    """A stream whose lines never go down takes the run-of-one-line pass; it gives the
-    arrays the per-slot buffer pass gives (``any_order``), whatever the buffer size."""
+    """A stream whose lines never go down takes the run-of-one-line pass, one that tiles
+    a range the pass over its lines; each gives the arrays the per-slot buffer pass
+    gives (``any_order``), whatever the buffer size."""
     addr, size, geometry, entries = case
     shape = (geometry.unit, geometry.interleave // geometry.unit, geometry.controllers)
     got = fused.line_writes(addr, size, *shape, max(entries, 1))

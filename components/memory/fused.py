@@ -193,6 +193,12 @@ def _sub_mask(start, size, base, unit, whole, sub, sub_int, sshift):  # pragma: 
     where a sub-block is not a whole number of bytes)."""
     lo = max(start, base) - base
     hi = min(start + size, base + unit) - base
+    return lo, hi, _interval_mask(lo, hi, whole, sub, sub_int, sshift)
+
+
+@_inline
+def _interval_mask(lo, hi, whole, sub, sub_int, sshift):  # pragma: no cover - compiled
+    """The SUB_BLOCKS-bit mask of the sub-blocks bytes [lo, hi) of a line meet."""
     if whole:
         lo_blk = np.uint64(_div(lo, sub_int, sshift))
         hi_blk = np.uint64(_div(hi + sub_int - 1, sub_int, sshift))
@@ -201,8 +207,7 @@ def _sub_mask(start, size, base, unit, whole, sub, sub_int, sshift):  # pragma: 
         hi_blk = np.uint64(np.ceil(hi / sub))
     width = hi_blk - lo_blk
     one = np.uint64(1)
-    mask = FULL32 if width >= SUB_BLOCKS else np.uint32(((one << width) - one) << lo_blk)
-    return lo, hi, mask
+    return FULL32 if width >= SUB_BLOCKS else np.uint32(((one << width) - one) << lo_blk)
 
 
 @_kernel
@@ -221,15 +226,19 @@ def line_writes(  # pragma: no cover - compiled
     its episodes as runs of one line: no line comes back once left, so a line access
     hits exactly when its line is the previous access's. Those streams take
     _monotone_writes (the same arrays, 10-25% faster) unless ``any_order`` (tests);
-    the rest _writes_any_order."""
+    the rest _writes_any_order. Requests that tile one range in order (a log's
+    entries) take _contiguous_writes, a pass over the range's lines alone."""
     ushift = _log2(unit)
-    monotone = not any_order
+    monotone = contiguous = not any_order
     total, previous = 0, -1
     for i in range(addr.size):
         first, last = _line_span(addr[i], size, unit, ushift)
         total += last - first + 1
         monotone &= first >= previous
+        contiguous &= addr[i] == addr[0] + i * size
         previous = last
+    if contiguous:
+        return _contiguous_writes(addr[0], addr.size, size, unit, per_chunk, controllers)
     if monotone:
         return _monotone_writes(addr, size, unit, per_chunk, controllers, total)
     return _writes_any_order(addr, size, unit, per_chunk, controllers, entries, total)
@@ -289,6 +298,70 @@ def _monotone_writes(addr, size, unit, per_chunk, controllers, total):  # pragma
         ep_rank[:count],
         full[:count],
         writes_i.astype(np.float64),
+        rmw_i.astype(np.float64),
+        count_c,
+        covered_c,
+    )
+
+
+@_kernel
+def _contiguous_writes(  # pragma: no cover - compiled
+    start, count, size, unit, per_chunk, controllers
+):
+    """line_writes of ``count`` requests of ``size`` bytes that tile [start, end) in
+    order: every line of the range is one episode covering the range's bytes in it
+    (whole lines but the two ends, whose sub-block masks are those of their bytes: the
+    union of the touching intervals' masks), and its line accesses are the requests
+    that meet it (their boundaries stepped over as the lines go: a division per line
+    cost 4x the rest of the pass). One step per line and per request boundary, no
+    buffer look-ups: RM1's log entries 0.2 against 0.75 ms."""
+    ushift, cshift, nshift = _log2(unit), _log2(per_chunk), _log2(controllers)
+    whole, sub, sub_int, sshift = _sub_blocks(unit)
+    end = start + count * size
+    first, last = _line_span(start, count * size, unit, ushift)
+    lines = last - first + 1
+    ep_line, ep_ctrl, ep_rank = _episode_arrays(lines)
+    full = np.empty(lines, dtype=np.bool_)
+    placed = np.zeros(controllers, dtype=np.int64)
+    rmw_i = np.zeros(controllers, dtype=np.int64)
+    count_c = np.zeros(controllers, dtype=np.int64)
+    covered_i = np.zeros(controllers, dtype=np.int64)
+    request, request_end = 0, start + size  # the request holding the line's first byte
+    for k in range(lines):
+        ln = first + k
+        base = ln * unit
+        lo = max(base, start)
+        hi = min(base + unit, end)
+        c, _ = _place(ln, per_chunk, cshift, controllers, nshift)
+        ep_line[k] = ln
+        ep_ctrl[k] = c
+        ep_rank[k] = placed[c]
+        placed[c] += 1
+        full[k] = True  # a whole line: every line but the range's first and last
+        first_request = request
+        while request_end < hi:  # to the request holding the line's last byte
+            request += 1
+            request_end += size
+        count_c[c] += request - first_request + 1
+        if request_end == hi:  # the next line starts with the next request
+            request += 1
+            request_end += size
+        covered_i[c] += hi - lo
+    for end_line in range(min(lines, 2)):  # the range's first line, then its last
+        k = end_line * (lines - 1)
+        base = ep_line[k] * unit
+        lo, hi = max(base, start) - base, min(base + unit, end) - base
+        full[k] = _interval_mask(lo, hi, whole, sub, sub_int, sshift) == FULL32
+        rmw_i[ep_ctrl[k]] += not full[k]
+    covered_c = np.empty(controllers)
+    for c in range(controllers):
+        covered_c[c] = float(covered_i[c])
+    return (
+        ep_line,
+        ep_ctrl,
+        ep_rank,
+        full,
+        placed.astype(np.float64),
         rmw_i.astype(np.float64),
         count_c,
         covered_c,
