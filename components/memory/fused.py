@@ -249,13 +249,13 @@ def _monotone_writes(addr, size, unit, per_chunk, controllers, total):  # pragma
     """line_writes of a stream of ``total`` line accesses whose lines never go down,
     for any buffer size: an episode is a run of one line, so its line, mask union and
     counts stay in registers and no buffer slot is looked at (the controllers' sums
-    are whole numbers)."""
+    are whole numbers). A request's bytes in each line follow from where it starts and
+    ends, without clipping it to every line (RM1's update 0.58 against 0.72 ms)."""
     ushift, cshift, nshift = _log2(unit), _log2(per_chunk), _log2(controllers)
     whole, sub, sub_int, sshift = _sub_blocks(unit)
     ep_line, ep_ctrl, ep_rank = _episode_arrays(total)
     full = np.empty(total, dtype=np.bool_)
-    placed = np.zeros(controllers, dtype=np.int64)
-    writes_i = np.zeros(controllers, dtype=np.int64)
+    placed = np.zeros(controllers, dtype=np.int64)  # media writes so far, per controller
     rmw_i = np.zeros(controllers, dtype=np.int64)
     count_c = np.zeros(controllers, dtype=np.int64)
     covered_i = np.zeros(controllers, dtype=np.int64)
@@ -264,8 +264,11 @@ def _monotone_writes(addr, size, unit, per_chunk, controllers, total):  # pragma
     for i in range(addr.size):
         start = addr[i]
         first, last = _line_span(start, size, unit, ushift)
-        for ln in range(first, last + 1):
-            lo, hi, mask = _sub_mask(start, size, ln * unit, unit, whole, sub, sub_int, sshift)
+        ln, lo = first, start - first * unit  # bytes [lo, hi) of line ln
+        end = start + size - last * unit  # where the request stops in its last line
+        while True:  # its lines in turn (a branch per line in a range loop cost 2x)
+            hi = end if ln == last else unit
+            mask = _interval_mask(lo, hi, whole, sub, sub_int, sshift)
             if ln == current:
                 union = np.uint32(union | mask)
             else:  # the previous episode is whole; this line's opens
@@ -279,11 +282,13 @@ def _monotone_writes(addr, size, unit, per_chunk, controllers, total):  # pragma
                 ep_ctrl[count] = c
                 ep_rank[count] = placed[c]
                 placed[c] += 1
-                writes_i[c] += 1
                 count += 1
                 current, union, accesses, covered = ln, mask, 0, 0
             accesses += 1
             covered += hi - lo
+            if ln == last:
+                break
+            ln, lo = ln + 1, 0
     if count > 0:
         full[count - 1] = union == FULL32
         rmw_i[c] += union != FULL32
@@ -297,7 +302,7 @@ def _monotone_writes(addr, size, unit, per_chunk, controllers, total):  # pragma
         ep_ctrl[:count],
         ep_rank[:count],
         full[:count],
-        writes_i.astype(np.float64),
+        placed.astype(np.float64),
         rmw_i.astype(np.float64),
         count_c,
         covered_c,
