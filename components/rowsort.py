@@ -28,6 +28,7 @@ MIN_DIGIT_BITS = 8
 MAX_DIGIT_BITS = 15  # a digit's 32k counters (256 KB) stay in the L2 cache
 BUCKET_DIGIT_BITS = 11  # within a bucket of the larger arrays
 MAX_TOP_BITS = 16  # their buckets: at most 2**16 (ids of any size)
+MERGE_LANES = 4  # merges interleaved (8 were no faster)
 
 NUMPY_SORT_FASTER: bool | None = None
 """Whether numpy's sort beats the radix sort on this machine; None until the first
@@ -188,20 +189,35 @@ def _runs(ordered):  # pragma: no cover - compiled
 
 @compiled.kernel
 def _merge_slots(previous, unique, counts):  # pragma: no cover - compiled
-    """np.searchsorted(previous, unique) for sorted ``unique``, by one merge; clipped
-    to the last index; whether previous holds the value there; how many values it
-    holds, and their lookups where ``counts`` gives each value's (else 0)."""
+    """np.searchsorted(previous, unique) for sorted ``unique``, by merging; clipped to
+    the last index; whether previous holds the value there; how many values it holds,
+    and their lookups where ``counts`` gives each value's (else 0). A merge step waits
+    for the one before (a load, a compare), so MERGE_LANES merges of consecutive parts
+    of ``unique``, each started at its first value's slot by a binary search, take
+    turns for the CPU to overlap them (RM1: 0.6 against 0.94 ms for one merge)."""
     size = unique.size
     slot = np.empty(size, dtype=np.int64)
     last = previous.size - 1
-    i = 0
-    j = 0
-    while i < size:  # each step moves j or i on, by arithmetic: no branch to mispredict
-        s = min(j, last)
-        slot[i] = s  # final once i moves on
-        step = (j <= last) & (previous[s] < unique[i])
-        j += step
-        i += 1 - step
+    at = np.empty(MERGE_LANES, dtype=np.int64)  # per lane: its next value of unique,
+    stop = np.empty(MERGE_LANES, dtype=np.int64)  # the end of its part,
+    j = np.empty(MERGE_LANES, dtype=np.int64)  # the first of previous not below it
+    for lane in range(MERGE_LANES):
+        at[lane] = lane * size // MERGE_LANES
+        stop[lane] = (lane + 1) * size // MERGE_LANES
+        low = j[lane - 1] if lane else 0
+        j[lane] = _lower_bound(previous, unique[at[lane]], low) if at[lane] < size else last + 1
+    merging = True
+    while merging:
+        merging = False
+        for lane in range(MERGE_LANES):
+            i = at[lane]
+            if i < stop[lane]:  # each step moves j or i on, by arithmetic: no branch
+                s = min(j[lane], last)
+                slot[i] = s  # final once i moves on
+                step = (j[lane] <= last) & (previous[s] < unique[i])
+                j[lane] += step
+                at[lane] = i + 1 - step
+                merging = True
     shared = np.empty(size, dtype=np.bool_)
     held = 0
     lookups = 0
@@ -213,6 +229,19 @@ def _merge_slots(previous, unique, counts):  # pragma: no cover - compiled
         if weighted:
             lookups += counts[i] * match
     return slot, shared, held, lookups
+
+
+@compiled.kernel
+def _lower_bound(ordered, value, low):  # pragma: no cover - compiled
+    """The first index from ``low`` on whose entry is not below ``value`` (binary)."""
+    high = ordered.size
+    while low < high:
+        middle = (low + high) >> 1
+        if ordered[middle] < value:
+            low = middle + 1
+        else:
+            high = middle
+    return low
 
 
 def unique_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
