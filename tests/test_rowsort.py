@@ -33,11 +33,8 @@ def test_unique_counts_match_numpy(numpy_sort, seed, size, bits):
         np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize("bits", [20, 27, 40])
-def test_arrays_past_the_cache_sort_by_buckets_alike(bits):
-    """Past LSD_MAX_VALUES ids the radix sort spreads them into buckets first: the
-    same arrays as numpy's."""
-    values = np.random.default_rng(bits).integers(0, 1 << bits, rowsort.LSD_MAX_VALUES + 999)
+def _radix_sorts_as_numpy(values: np.ndarray) -> None:
+    """With the radix sort chosen, unique_counts gives np.unique's arrays."""
     rowsort.NUMPY_SORT_FASTER, chosen = False, rowsort.NUMPY_SORT_FASTER
     try:
         got = rowsort.unique_counts(values)
@@ -45,19 +42,19 @@ def test_arrays_past_the_cache_sort_by_buckets_alike(bits):
         rowsort.NUMPY_SORT_FASTER = chosen
     for a, b in zip(got, np.unique(values, return_counts=True), strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("bits", [20, 27, 40])
+def test_arrays_past_the_cache_sort_by_buckets_alike(bits):
+    """Past LSD_MAX_VALUES ids the radix sort spreads them into buckets first."""
+    rng = np.random.default_rng(bits)
+    _radix_sorts_as_numpy(rng.integers(0, 1 << bits, rowsort.LSD_MAX_VALUES + 999))
 
 
 @settings(max_examples=50, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(1, 2000))
 def test_negative_ids_are_sorted_by_numpy_alike(seed, size):
-    values = np.random.default_rng(seed).integers(-(2**40), 2**40, size)
-    rowsort.NUMPY_SORT_FASTER, chosen = False, rowsort.NUMPY_SORT_FASTER
-    try:
-        got = rowsort.unique_counts(values)
-    finally:
-        rowsort.NUMPY_SORT_FASTER = chosen
-    for a, b in zip(got, np.unique(values, return_counts=True), strict=True):
-        np.testing.assert_array_equal(a, b)
+    _radix_sorts_as_numpy(np.random.default_rng(seed).integers(-(2**40), 2**40, size))
 
 
 @settings(max_examples=200, deadline=None)
