@@ -20,10 +20,11 @@ import numpy as np
 from components import compiled
 
 LSD_MAX_VALUES = 1 << 18
-"""Up to this many ids (2 MB, a core's L2 cache on the EPYC and Xeon VMs measured) are
-sorted least significant digit first: a few passes over the whole array, all in cache
-(RM1's 205k ids: 1.2 against 1.7 ms). Larger arrays are spread into buckets first, each
-sorted in cache (RM2's 819k ids: 9.4 against 12.9 ms for whole-array passes)."""
+"""Up to this many ids (2 MB, the L2 cache of a core of the AMD EPYC VM measured) are
+sorted least significant digit first: a few passes over the whole array, near the core
+(RM1's 205k ids: 1.4 against 1.9 ms for the bucketed sort). Larger arrays are spread
+into buckets first, each sorted in cache (RM2's 819k ids: 9.4 against 12.9 ms for
+whole-array passes)."""
 MIN_DIGIT_BITS = 8
 MAX_DIGIT_BITS = 15  # a digit's 32k counters (256 KB) stay in the L2 cache
 BUCKET_DIGIT_BITS = 11  # within a bucket of the larger arrays
