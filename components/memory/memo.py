@@ -40,10 +40,11 @@ class DigestMemo:
     __slots__ = ("_entries", "_lock")
 
     # per batch its lookup's, its rows' and its log entries' spans and read counts (5),
-    # and its two write plans until taken, for the four batches in flight: the one
-    # whose update runs, the one whose lookup and log copy run, and the two the batch
-    # maker foresees. Each entry keeps its address array alive (RM1: up to 1.6 MB)
-    DEPTH = 24
+    # and its two write plans until taken, for six batches, as the board's
+    # AddressCache: the one whose update runs, the one whose lookup and log copy run,
+    # and those the batch maker has made and foresees meanwhile, more under load. Each
+    # entry keeps its address array alive (RM1: up to 1.6 MB), as that cache does
+    DEPTH = 36
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
