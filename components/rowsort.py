@@ -263,18 +263,13 @@ def unique_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return ordered[starts], np.diff(np.r_[starts, ordered.size])
 
 
-def previous_slots(previous: np.ndarray, unique: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For each of the sorted distinct ``unique``: its index in the sorted, non-empty
-    ``previous`` (np.searchsorted's, clipped to the last) and whether it is there."""
-    return previous_matches(previous, unique)[:2]
-
-
 def previous_matches(
     previous: np.ndarray, unique: np.ndarray, counts: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray, int, int]:
-    """previous_slots, then how many of ``unique`` the sorted, non-empty ``previous``
-    holds and, with ``counts`` (each value's lookups), their lookups (else 0): the
-    batch's reused rows and lookups, counted in the same merge."""
+    """For each of the sorted distinct ``unique``: its index in the sorted, non-empty
+    ``previous`` (np.searchsorted's, clipped to the last) and whether it is there; then
+    how many of ``unique`` are there and, with ``counts`` (each value's lookups), their
+    lookups (else 0): a batch's reused rows and lookups, counted in the same merge."""
     if compiled.COMPILED and previous.size and previous.dtype == unique.dtype == np.int64:
         weights = _NO_COUNTS if counts is None else counts
         if weights.dtype == np.int64 and weights.ndim == 1:

@@ -58,21 +58,10 @@ def test_negative_ids_are_sorted_by_numpy_alike(seed, size):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.integers(0, 2**32 - 1), st.integers(1, 500), st.integers(1, 500))
-def test_previous_slots_match_numpy(seed, before, after):
-    rng = np.random.default_rng(seed)
-    previous = np.unique(rng.integers(0, 800, before))
-    unique = np.unique(rng.integers(0, 1000, after))
-    got = rowsort.previous_slots(previous, unique)
-    want = numpy_path(compiled, lambda: rowsort.previous_slots(previous, unique))
-    for a, b in zip(got, want, strict=True):
-        np.testing.assert_array_equal(a, b)
-
-
-@settings(max_examples=200, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(1, 500), st.integers(1, 500), st.booleans())
 def test_previous_matches_count_as_numpy(seed, before, after, weighted):
-    """The reused rows and their lookups come out of the merge: numpy's sum and dot."""
+    """The slots and matches are numpy's searchsorted and comparison; the reused rows
+    and their lookups come out of the merge: numpy's sum and dot."""
     rng = np.random.default_rng(seed)
     previous = np.unique(rng.integers(0, 800, before))
     unique = np.unique(rng.integers(0, 1000, after))

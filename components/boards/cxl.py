@@ -25,7 +25,7 @@ from components.compute.nmp import NearMemoryEngine
 from components.interconnect.cxl import CxlLink, CxlPath, CxlSwitch, Type2Device, mmio_write
 from components.memory.pmem import Pmem
 from components.persistence.image import log_slot
-from components.rowsort import previous_slots
+from components.rowsort import previous_matches
 from components.sim.params import Enum, Int
 from components.sim.schedule import Op, Stage
 from components.sim.units import TICKS_PER_SECOND
@@ -440,5 +440,5 @@ def _previous_slots(lookup, previous_rows: np.ndarray) -> tuple[np.ndarray, np.n
     carry them to the lookups without a binary search each."""
     if lookup.previous_rows is previous_rows:
         return lookup.previous_slot, lookup.previous_shared, lookup.reused_lookups
-    slot, shared = previous_slots(previous_rows, lookup.unique_rows)
-    return slot, shared, int(lookup.counts @ shared)  # an exact integer dot product
+    slot, shared, _, lookups = previous_matches(previous_rows, lookup.unique_rows, lookup.counts)
+    return slot, shared, lookups

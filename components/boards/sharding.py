@@ -22,7 +22,7 @@ import functools
 
 import numpy as np
 
-from components.rowsort import previous_slots
+from components.rowsort import previous_matches
 from components.sim.params import ConfigError
 
 SHARDINGS = ("table", "row")
@@ -65,8 +65,7 @@ class Sharding:
             slot = shared = None
             reused = 0
             if before is not None and access.previous_rows is not None and before.size:
-                slot, shared = previous_slots(before, unique)
-                reused = int(shared.sum())
+                slot, shared, reused, _ = previous_matches(before, unique)
             else:
                 before = None
             pooled = sum(batch_sizes) * self.pooled_tables(device) * access.row_bytes

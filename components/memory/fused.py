@@ -294,9 +294,6 @@ def _monotone_writes(addr, size, unit, per_chunk, controllers, total):  # pragma
         rmw_i[c] += union != FULL32
         count_c[c] += accesses
         covered_i[c] += covered
-    covered_c = np.empty(controllers)
-    for k in range(controllers):
-        covered_c[k] = float(covered_i[k])
     return (
         ep_line[:count],
         ep_ctrl[:count],
@@ -305,7 +302,7 @@ def _monotone_writes(addr, size, unit, per_chunk, controllers, total):  # pragma
         placed.astype(np.float64),
         rmw_i.astype(np.float64),
         count_c,
-        covered_c,
+        covered_i.astype(np.float64),  # whole numbers: exact
     )
 
 
@@ -358,9 +355,6 @@ def _contiguous_writes(  # pragma: no cover - compiled
         lo, hi = max(base, start) - base, min(base + unit, end) - base
         full[k] = _interval_mask(lo, hi, whole, sub, sub_int, sshift) == FULL32
         rmw_i[ep_ctrl[k]] += not full[k]
-    covered_c = np.empty(controllers)
-    for c in range(controllers):
-        covered_c[c] = float(covered_i[c])
     return (
         ep_line,
         ep_ctrl,
@@ -369,7 +363,7 @@ def _contiguous_writes(  # pragma: no cover - compiled
         placed.astype(np.float64),
         rmw_i.astype(np.float64),
         count_c,
-        covered_c,
+        covered_i.astype(np.float64),  # whole numbers: exact
     )
 
 
