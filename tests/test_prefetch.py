@@ -4,6 +4,7 @@ ahead, closing stops the thread; and a run gives the same stats with and without
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 
@@ -55,6 +56,24 @@ def test_at_most_one_item_is_made_ahead_and_closing_stops_the_worker():
     ahead.close()
     assert not worker.is_alive()
     assert len(made) <= 3
+
+
+def test_the_gil_switches_faster_while_a_worker_runs():
+    """WORKER_SWITCH_INTERVAL from the first worker's start to the last one's stop,
+    then the interval before, also when a worker stops on an error."""
+    before = sys.getswitchinterval()
+    first = made_ahead(iter(range(5)), True)
+    next(first)
+    assert sys.getswitchinterval() == pytest.approx(prefetch.WORKER_SWITCH_INTERVAL) != before
+    second = made_ahead(failing_after(1), True)
+    next(second)
+    first.close()
+    assert sys.getswitchinterval() == pytest.approx(prefetch.WORKER_SWITCH_INTERVAL)
+    with pytest.raises(ValueError, match="truncated"):
+        next(second)
+    assert sys.getswitchinterval() == before
+    assert list(made_ahead(iter(range(3)), False)) == [0, 1, 2]
+    assert sys.getswitchinterval() == before
 
 
 def test_one_usable_cpu_makes_the_items_in_line(monkeypatch):
