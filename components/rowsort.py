@@ -7,13 +7,13 @@ searches took a fifth of a simulated batch's CPU time. Where numpy sorts with SI
 ids being non-negative and below the model's total rows, a radix sort sorts them in a
 few linear passes. Two sorted arrays match in one merge. The results are the same
 arrays as the numpy definitions here (tests/test_rowsort.py); which sort runs is
-measured once per process. Compiled with numba and cached on disk where available.
+timed per process and size of array. Compiled with numba and cached on disk where available.
 """
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Callable
 
 import numpy as np
 
@@ -31,31 +31,41 @@ BUCKET_DIGIT_BITS = 11  # within a bucket of the larger arrays
 MAX_TOP_BITS = 16  # their buckets: at most 2**16 (ids of any size)
 MERGE_LANES = 4  # merges interleaved (8 were no faster)
 
-NUMPY_SORT_FASTER: bool | None = None
-"""Whether numpy's sort beats the radix sort on this machine; None until the first
-sort measures it (_numpy_sort_is_faster)."""
-CALIBRATION_IDS = 1 << 16  # row ids each way is timed on (~1-4 ms each)
+NUMPY_SORT_FASTER: dict[int, bool] = {}
+"""Per size class of the arrays sorted (the bit length of their size): whether numpy's
+sort beats the radix sort on this machine, once timed on the class's first arrays
+(_timed_unique_counts)."""
+TIMINGS = 3  # arrays of a class sorted each way, timed, before one way is kept
+_trials: dict[int, list] = {}  # per class being timed: best seconds each way, arrays
 _NO_COUNTS = np.zeros(0, dtype=np.int64)
 
 
-def _numpy_sort_is_faster() -> bool:
-    """Time both ways on the same row-like ids (the best of 3 each). The CPU's flags do
-    not tell: numpy sorts int64 with SIMD (x86-simd-sort) on some AVX-512 CPUs and not
-    on others with the same flags. RM1's 205k row ids: ~1.0 ms against the radix
-    sort's ~3 ms on one AVX-512 VM, 13.9 against 4.0 ms on an AMD EPYC (Zen 4) VM.
-    Both give the same arrays, so the choice changes speed only."""
-    bits = 27  # RM1's 80M rows
-    ids = np.random.default_rng(0).integers(0, 1 << bits, CALIBRATION_IDS)
-
-    def best(sort: Callable[[], object]) -> float:
-        times = []
-        for _ in range(3):
-            start = time.perf_counter()
-            sort()
-            times.append(time.perf_counter() - start)
-        return min(times)
-
-    return best(lambda: _runs(np.sort(ids))) < best(lambda: _radix_unique_counts(ids))
+def _timed_unique_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """unique_counts of non-empty int64 ``values`` of a size class not decided yet: its
+    first 2 x TIMINGS arrays are sorted numpy's way and the radix way in turn, each
+    timed, then the way with the better best time is kept for the class. None where
+    the radix sort refuses a negative value (not counted). Timed on the arrays a run
+    sorts, as it sorts them (warm, beside the engine's thread), at no extra cost. The
+    CPU's flags do not tell which wins (numpy sorts int64 with SIMD, x86-simd-sort, on
+    some AVX-512 CPUs and not on others with the same flags: RM1's 205k row ids took
+    13.9 against 4.0 ms on one AMD EPYC VM), nor does a stand-in: on another AMD EPYC
+    VM the radix sort won by a hair on 65k uniform ids, the former stand-in, and lost
+    on RM1's ids (1.2 against 2.0 ms alone; RM1 CXL runs 0.98x the wall and CPU with
+    numpy's sort forced, 14 alternating pairs, within this VM's noise). Both give the
+    same arrays, so the choice changes speed only."""
+    size_class = values.size.bit_length()
+    trial = _trials.setdefault(size_class, [math.inf, math.inf, 0])
+    radix = trial[2] % 2
+    start = time.perf_counter()
+    result = _radix_unique_counts(values) if radix else _runs(np.sort(values))
+    if not result[0].size:
+        return None
+    trial[radix] = min(trial[radix], time.perf_counter() - start)
+    trial[2] += 1
+    if trial[2] == 2 * TIMINGS:
+        NUMPY_SORT_FASTER[size_class] = trial[0] < trial[1]
+        _trials.pop(size_class, None)
+    return result
 
 
 @compiled.kernel
@@ -247,15 +257,18 @@ def _lower_bound(ordered, value, low):  # pragma: no cover - compiled
 
 def unique_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The sorted distinct values and how often each occurs."""
-    global NUMPY_SORT_FASTER
     if compiled.COMPILED and values.size and values.dtype == np.int64:
-        if NUMPY_SORT_FASTER is None:
-            NUMPY_SORT_FASTER = _numpy_sort_is_faster()
-        if NUMPY_SORT_FASTER:
+        numpy_sort = NUMPY_SORT_FASTER.get(values.size.bit_length())
+        if numpy_sort is None:
+            timed = _timed_unique_counts(values)
+            if timed is not None:
+                return timed
+        elif numpy_sort:
             return _runs(np.sort(values))
-        unique, counts = _radix_unique_counts(values)
-        if unique.size:
-            return unique, counts
+        else:
+            unique, counts = _radix_unique_counts(values)
+            if unique.size:
+                return unique, counts
     ordered = np.sort(values)
     if not ordered.size:
         return ordered, np.zeros(0, dtype=np.int64)

@@ -17,12 +17,23 @@ from components import compiled, rowsort
 pytestmark = pytest.mark.skipif(not compiled.COMPILED, reason="numba not installed")
 
 
+class _Chosen(dict):
+    """One sort chosen for every size class (as if timed)."""
+
+    def __init__(self, numpy_sort: bool) -> None:
+        super().__init__()
+        self.numpy_sort = numpy_sort
+
+    def get(self, size_class, default=None):
+        return self.numpy_sort
+
+
 @pytest.mark.parametrize("numpy_sort", [True, False])  # numpy's sort, or the radix sort
 @settings(max_examples=200, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(1, 2000), st.integers(0, 62))
 def test_unique_counts_match_numpy(numpy_sort, seed, size, bits):
     values = np.random.default_rng(seed).integers(0, 2**bits + 1, size)
-    rowsort.NUMPY_SORT_FASTER, chosen = numpy_sort, rowsort.NUMPY_SORT_FASTER
+    rowsort.NUMPY_SORT_FASTER, chosen = _Chosen(numpy_sort), rowsort.NUMPY_SORT_FASTER
     try:
         got = rowsort.unique_counts(values)
     finally:
@@ -35,11 +46,15 @@ def test_unique_counts_match_numpy(numpy_sort, seed, size, bits):
 
 def _radix_sorts_as_numpy(values: np.ndarray) -> None:
     """With the radix sort chosen, unique_counts gives np.unique's arrays."""
-    rowsort.NUMPY_SORT_FASTER, chosen = False, rowsort.NUMPY_SORT_FASTER
+    rowsort.NUMPY_SORT_FASTER, chosen = _Chosen(False), rowsort.NUMPY_SORT_FASTER
     try:
         got = rowsort.unique_counts(values)
     finally:
         rowsort.NUMPY_SORT_FASTER = chosen
+    _assert_numpy_unique(values, got)
+
+
+def _assert_numpy_unique(values: np.ndarray, got: tuple[np.ndarray, np.ndarray]) -> None:
     for a, b in zip(got, np.unique(values, return_counts=True), strict=True):
         np.testing.assert_array_equal(a, b)
 
@@ -73,37 +88,54 @@ def test_previous_matches_count_as_numpy(seed, before, after, weighted):
     assert got[2:] == want[2:] == (int(want[1].sum()), int(counts @ want[1]) if weighted else 0)
 
 
-def test_the_first_sort_chooses_the_faster_way_once(monkeypatch):
-    """Unchosen, the first int64 sort times both ways and keeps the choice; the arrays
-    are numpy's whichever way wins."""
-    timed = []
+def _slowed(run):
+    def slowed_run(*args):
+        time.sleep(0.02)
+        return run(*args)
 
-    def faster() -> bool:
-        timed.append(True)
-        return False
-
-    monkeypatch.setattr(rowsort, "NUMPY_SORT_FASTER", None)
-    monkeypatch.setattr(rowsort, "_numpy_sort_is_faster", faster)
-    values = np.random.default_rng(1).integers(0, 1 << 27, 5000)
-    for _ in range(2):
-        got = rowsort.unique_counts(values)
-        want = np.unique(values, return_counts=True)
-        for a, b in zip(got, want, strict=True):
-            np.testing.assert_array_equal(a, b)
-    assert timed == [True] and rowsort.NUMPY_SORT_FASTER is False
+    return slowed_run
 
 
 @pytest.mark.parametrize("slowed", ["numpy", "radix"])
-def test_the_timing_picks_the_sort_that_is_not_slowed(monkeypatch, slowed):
-    def slow(run):
-        def slowed_run(*args):
-            time.sleep(0.05)
+def test_each_size_class_is_timed_on_its_first_arrays_then_keeps_the_faster_sort(
+    monkeypatch, slowed
+):
+    """A size class's first 2 x TIMINGS arrays are sorted each way in turn, once each,
+    timed; the way not slowed is then kept for the class alone. The arrays are numpy's
+    whichever way runs."""
+    monkeypatch.setattr(rowsort, "NUMPY_SORT_FASTER", {})
+    monkeypatch.setattr(rowsort, "_trials", {})
+    calls = {"numpy": 0, "radix": 0}
+
+    def counted(name, run):
+        def counted_run(*args):
+            calls[name] += 1
             return run(*args)
 
-        return slowed_run
+        return _slowed(counted_run) if name == slowed else counted_run
 
-    if slowed == "numpy":
-        monkeypatch.setattr(rowsort, "np", SimpleNamespace(**{**vars(np), "sort": slow(np.sort)}))
-    else:
-        monkeypatch.setattr(rowsort, "_radix_unique_counts", slow(rowsort._radix_unique_counts))
-    assert rowsort._numpy_sort_is_faster() is (slowed == "radix")
+    fake_np = SimpleNamespace(**{**vars(np), "sort": counted("numpy", np.sort)})
+    monkeypatch.setattr(rowsort, "np", fake_np)
+    monkeypatch.setattr(
+        rowsort, "_radix_unique_counts", counted("radix", rowsort._radix_unique_counts)
+    )
+    rng = np.random.default_rng(1)
+    timings = rowsort.TIMINGS
+    for size in [5000, 6000] * timings + [700] * (2 * timings) + [4200, 8000]:
+        values = rng.integers(0, 1 << 27, size)
+        _assert_numpy_unique(values, rowsort.unique_counts(values))
+    assert rowsort.NUMPY_SORT_FASTER == {13: slowed == "radix", 10: slowed == "radix"}
+    kept = {"numpy": 2 * (slowed == "radix"), "radix": 2 * (slowed == "numpy")}
+    assert calls == {name: 2 * timings + kept[name] for name in calls}
+
+
+def test_negative_ids_are_sorted_by_numpy_and_never_decide_a_class(monkeypatch):
+    """The radix sort refuses negative ids: such arrays are sorted numpy's way, and a
+    refusal is not a timing."""
+    monkeypatch.setattr(rowsort, "NUMPY_SORT_FASTER", {})
+    monkeypatch.setattr(rowsort, "_trials", {})
+    rng = np.random.default_rng(2)
+    for _ in range(2 * rowsort.TIMINGS + 1):
+        values = rng.integers(-(2**40), 2**40, 3000)
+        _assert_numpy_unique(values, rowsort.unique_counts(values))
+    assert rowsort.NUMPY_SORT_FASTER == {}
