@@ -30,10 +30,12 @@ WORKER_SWITCH_INTERVAL = 20e-6
 """Seconds a thread waits for the GIL before it asks the holder to hand it over, while
 a worker runs (CPython's default is 5 ms). The engine's thread holds the GIL but for
 short compiled calls; the worker needs it only between its long ones, and waited
-~2 ms per RM1 CXL batch for it (1.2 of 3.7 ms), since each short release by the engine
-woke it too late to take the GIL and started its wait over. At 20 us it waits less,
+~2 ms per RM1 CXL batch for it (5.4-5.9 ms to make a batch of 3.5-3.9 ms of CPU),
+since each short release by the engine woke it too late to take the GIL and started
+its wait over. At 20 us it waits less,
 and RM1 CXL runs take 0.93x the wall time (20 alternating pairs of 300 batches; 50 us
-0.97x, 5 us 0.97x), for ~1-4% more CPU."""
+0.97x, 5 us 0.97x; against the previous head 0.96x and 0.98x), for up to ~4% more CPU;
+the systems without foresight are unchanged within the noise."""
 _switching = [0, 0.0]  # workers running, and the interval before the first started
 
 
