@@ -7,7 +7,8 @@ searches took a fifth of a simulated batch's CPU time. Where numpy sorts with SI
 ids being non-negative and below the model's total rows, a radix sort sorts them in a
 few linear passes. Two sorted arrays match in one merge. The results are the same
 arrays as the numpy definitions here (tests/test_rowsort.py); which sort runs is
-timed per process and size of array. Compiled with numba and cached on disk where available.
+timed per process and size of array. Compiled with numba and cached on disk where
+available.
 """
 
 from __future__ import annotations

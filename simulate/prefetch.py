@@ -32,10 +32,10 @@ a worker runs (CPython's default is 5 ms). The engine's thread holds the GIL but
 short compiled calls; the worker needs it only between its long ones, and waited
 ~2 ms per RM1 CXL batch for it (5.4-5.9 ms to make a batch of 3.5-3.9 ms of CPU),
 since each short release by the engine woke it too late to take the GIL and started
-its wait over. At 20 us it waits less,
-and RM1 CXL runs take 0.93x the wall time (20 alternating pairs of 300 batches; 50 us
-0.97x, 5 us 0.97x; against the previous head 0.96x and 0.98x), for up to ~4% more CPU;
-the systems without foresight are unchanged within the noise."""
+its wait over. At 20 us it waits less and has time to digest the next batch's
+streams (foresight): RM1 CXL runs take 0.93x the wall time (20 alternating pairs of
+300 batches; 50 us 0.97x, 5 us 0.97x; against the previous head 0.96x and 0.98x), for
+up to ~4% more CPU; the systems without foresight are unchanged within the noise."""
 _switching = [0, 0.0]  # workers running, and the interval before the first started
 
 
