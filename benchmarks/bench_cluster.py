@@ -25,9 +25,9 @@ sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
 
 from cluster_mutants import CLUSTER_MUTANTS  # noqa: E402
 
-from simulate.crashcheck import crashcheck  # noqa: E402
-from simulate.failures import recovery_cost  # noqa: E402
-from simulate.options import RunOptions  # noqa: E402
+from simulate.failures.crashcheck import crashcheck  # noqa: E402
+from simulate.failures.inject import recovery_cost  # noqa: E402
+from simulate.run.options import RunOptions  # noqa: E402
 
 
 def crash_options(system: str, devices: int) -> RunOptions:

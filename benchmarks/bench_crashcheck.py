@@ -23,8 +23,8 @@ import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from simulate.crashcheck import crashcheck  # noqa: E402
-from simulate.options import RunOptions  # noqa: E402
+from simulate.failures.crashcheck import crashcheck  # noqa: E402
+from simulate.run.options import RunOptions  # noqa: E402
 
 TARGET = 2000.0
 RM3 = ["--system", "cxl-b", "--model", "rm3", "--rows", "200", "--batch-size", "16",

@@ -21,7 +21,7 @@ except ImportError:
 import numpy as np
 
 from components.memory import Pmem
-from components.memory.base import stage
+from components.memory.stages import stage
 from components.sim.engine import Engine
 from components.sim.schedule import Scheduler
 

@@ -1,4 +1,4 @@
-"""The memory estimate of simulate/preflight.py next to the measured peak of each run.
+"""The memory estimate of simulate/run/preflight.py next to the measured peak of each run.
 
     python benchmarks/bench_preflight.py
 
@@ -17,8 +17,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from simulate.options import parse_run_options  # noqa: E402
-from simulate.preflight import estimate_memory, format_bytes  # noqa: E402
+from simulate.run.options import parse_run_options  # noqa: E402
+from simulate.run.preflight import estimate_memory, format_bytes  # noqa: E402
 
 SMALL = "--model rmc1 --batch-size 8"
 CONFIGS = [

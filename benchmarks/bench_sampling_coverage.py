@@ -23,8 +23,8 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from simulate.job import run_job  # noqa: E402
-from simulate.options import RunOptions  # noqa: E402
+from simulate.run.options import RunOptions  # noqa: E402
+from simulate.simulator import run_job  # noqa: E402
 
 # (system, model, seed): every system, the three small models, seeds 2-21 (the tests use 1).
 CONFIGS = (

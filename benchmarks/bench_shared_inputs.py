@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from simulate.options import SYSTEMS  # noqa: E402
+from simulate.run.options import SYSTEMS  # noqa: E402
 from simulate.sweeps.driver import execute  # noqa: E402
 from simulate.sweeps.spec import load_sweep  # noqa: E402
 from workloads.inputs import InputGenerator  # noqa: E402

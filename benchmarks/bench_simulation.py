@@ -23,7 +23,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SYSTEMS = ("ssd", "pmem", "pcie", "cxl-d", "cxl-b", "cxl", "dram")
 PROBE = (
     "import json,resource,sys,time; sys.path.insert(0, {repo!r});"
-    "from simulate.job import run_job; from simulate.options import RunOptions;"
+    "from simulate.simulator import run_job; from simulate.run.options import RunOptions;"
     "start = time.perf_counter();"
     "run_job(RunOptions(system={system!r}, model={model!r}, batches={batches},"
     " outdir={outdir!r}, progress=False));"

@@ -11,7 +11,7 @@ repeated and the minimum taken (noise only ever adds time). The slowdown is the 
 time per batch over the simulated batch time (below 1: faster than the hardware); the
 CPU one is the same with CPU time, which is what a sweep that keeps every core busy
 pays (a run makes its next batch on a second thread where one is free:
-simulate/prefetch.py, so its wall time is below its CPU time). With ``--memory A,B``
+simulate/run/prefetch.py, so its wall time is below its CPU time). With ``--memory A,B``
 also the peak resident memory of A- and B-batch runs, which must stay flat in batches
 (the host keeps only a few batches' inputs alive). With ``--baseline`` another checkout
 (e.g. ``git worktree add --detach ../base <commit>``) runs the same configurations,
@@ -33,7 +33,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SYSTEMS = ("ssd", "pmem", "pcie", "cxl-d", "cxl-b", "cxl", "dram")
 PROBE = (
     "import json,resource,sys,time; sys.path.insert(0, {repo!r});"
-    "from simulate.job import run_job; from simulate.options import RunOptions;"
+    "from simulate.simulator import run_job; from simulate.run.options import RunOptions;"
     "start, wall = time.process_time(), time.perf_counter();"
     "res = run_job(RunOptions(**{options!r}, outdir={outdir!r}, progress=False));"
     "print(json.dumps([time.process_time() - start, time.perf_counter() - wall,"

@@ -23,7 +23,7 @@ import tempfile
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROBE = (
     "import json,sys,time; sys.path.insert(0, {repo!r});"
-    "from simulate.job import run_job; from simulate.options import RunOptions;"
+    "from simulate.simulator import run_job; from simulate.run.options import RunOptions;"
     "start = time.process_time();"
     "res = run_job(RunOptions(system={system!r}, model={model!r}, batches={batches},"
     " outdir={outdir!r}, progress=False, gpus={gpus}, cxl_mems={mems}));"

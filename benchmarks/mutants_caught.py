@@ -21,8 +21,8 @@ sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
 
 from protocol_mutants import FT_MUTANTS, MUTANTS  # noqa: E402
 
-from simulate.crashcheck import crashcheck  # noqa: E402
-from simulate.options import RunOptions  # noqa: E402
+from simulate.failures.crashcheck import crashcheck  # noqa: E402
+from simulate.run.options import RunOptions  # noqa: E402
 
 
 def run_for(system: str) -> RunOptions:
@@ -33,7 +33,7 @@ def run_for(system: str) -> RunOptions:
 
 
 def software_run(policy: str, quantize: str) -> RunOptions:
-    """The software policies' runs (tests/test_ft_crashcheck.py): dram, rmc1, 64 rows,
+    """The software policies' runs (tests/test_software_crashcheck.py): dram, rmc1, 64 rows,
     batch 8, 5 batches, a checkpoint every batch."""
     return RunOptions(system="dram", model="rmc1", rows=64, batch_size=8, batches=5,
                       progress=False, checkpoint=policy, quantize=quantize,

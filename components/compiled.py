@@ -1,4 +1,4 @@
-"""numba where it is installed: the row kernels (components/rowsort.py,
+"""numba where it is installed: the row kernels (components/memory/rowsort.py,
 workloads/rowgen.py) compile, cached on disk, else stay Python and their callers take
 the numpy definitions (COMPILED False)."""
 

@@ -30,7 +30,7 @@ try:
 except ImportError:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from simulate.startup import quiet_interrupts  # noqa: E402
+from simulate.run.startup import quiet_interrupts  # noqa: E402
 
 quiet_interrupts("microbench.py")
 
@@ -38,7 +38,7 @@ import numpy as np  # noqa: E402
 
 from components.interconnect.cxl import CxlLink, CxlPath, mem_read, mem_write  # noqa: E402
 from components.memory import Dram, MemoryDevice, Pmem, Ssd  # noqa: E402
-from components.memory.base import stage  # noqa: E402
+from components.memory.stages import stage  # noqa: E402
 from components.sim.engine import Engine  # noqa: E402
 from components.sim.mpl import check_backend  # noqa: E402
 from components.sim.outputs import replacing_dir  # noqa: E402
@@ -47,9 +47,9 @@ from components.sim.schedule import Scheduler  # noqa: E402
 from components.sim.simobject import SimObject  # noqa: E402
 from components.sim.stats import format_rows  # noqa: E402
 from components.sim.units import TICKS_PER_NS, TICKS_PER_SECOND, UnitError, parse_size  # noqa: E402
-from simulate.cli import QuietParser, UsageError, run_main  # noqa: E402
-from simulate.options import MAX_SEED  # noqa: E402
-from simulate.preflight import (  # noqa: E402
+from simulate.run.cli import QuietParser, UsageError, run_main  # noqa: E402
+from simulate.run.options import MAX_SEED  # noqa: E402
+from simulate.run.preflight import (  # noqa: E402
     INTERPRETER_BYTES,
     available_memory,
     check_outdir,

@@ -34,7 +34,7 @@ def _find_packages() -> None:
 
 _find_packages()
 
-from simulate.startup import quiet_interrupts  # noqa: E402
+from simulate.run.startup import quiet_interrupts  # noqa: E402
 
 quiet_interrupts("trainingcxl.py")
 
@@ -44,7 +44,7 @@ if __name__ in ("__main__", "__m5_main__"):
     from components.gem5 import available
 
     if available():  # refuse what gem5 cannot model before simulating anything
-        from simulate.gem5_run import refusal
+        from simulate.run.gem5_run import refusal
 
         reason = refusal(sys.argv[1:])
         if reason:

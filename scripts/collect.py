@@ -18,11 +18,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from simulate.startup import quiet_interrupts  # noqa: E402
+from simulate.run.startup import quiet_interrupts  # noqa: E402
 
 quiet_interrupts("collect.py")
 
-from simulate.cli import QuietParser, run_main  # noqa: E402
+from simulate.run.cli import QuietParser, run_main  # noqa: E402
 from simulate.sweeps.cli import add_collect_options, collect_command  # noqa: E402
 
 PROG = "collect.py"

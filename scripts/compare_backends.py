@@ -29,12 +29,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from simulate.startup import quiet_interrupts  # noqa: E402
+from simulate.run.startup import quiet_interrupts  # noqa: E402
 
 quiet_interrupts("compare_backends.py")
 
-from simulate.cli import QuietParser, UsageError, die_with_parent, run_main  # noqa: E402
-from simulate.options import (  # noqa: E402
+from simulate.run.cli import QuietParser, UsageError, die_with_parent, run_main  # noqa: E402
+from simulate.run.options import (  # noqa: E402
     SAMPLED_OR_SOFTWARE_FT,
     add_run_options,
     options_from_args,
@@ -72,7 +72,7 @@ def gem5_side(out: str, sample: str, argv: list[str]) -> None:
     from components.gem5.bootstrap import ensure_dependencies
 
     ensure_dependencies(ROOT)
-    from simulate.gem5_run import run_under_gem5
+    from simulate.run.gem5_run import run_under_gem5
 
     options = parse_run_options(argv, PROG, __doc__)
     results = run_under_gem5(options, int(sample))
@@ -81,7 +81,7 @@ def gem5_side(out: str, sample: str, argv: list[str]) -> None:
 
 def builtin_only(argv: list[str]) -> dict:
     """The built-in side alone (no gem5 here), in the gem5 side's layout."""
-    from simulate.gem5_run import record_builtin
+    from simulate.run.gem5_run import record_builtin
 
     _, traces, _ = record_builtin(parse_run_options(argv, PROG, __doc__))
     ops = [
@@ -154,10 +154,10 @@ def main(argv: list[str]) -> int:
     def body() -> int:
         from components.gem5 import binary
         from components.gem5.ops import table_devices
-        from simulate.configure import prepare
-        from simulate.gem5_run import refusal
-        from simulate.job import validate
-        from simulate.preflight import check_memory
+        from simulate.run.configure import prepare
+        from simulate.run.gem5_run import refusal
+        from simulate.run.preflight import check_memory
+        from simulate.simulator import validate
 
         run_argv, no_buffer, sample = _own_options(argv)
         options = parse_run_options(run_argv, PROG, __doc__)

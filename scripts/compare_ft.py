@@ -7,8 +7,8 @@ protocols, against CPR and Check-N-Run (FP32, 8 bit, 4 bit) on the DRAM system w
 NVMe checkpoint store. The engine times each scheme's batch, checkpoint and recovery and
 their energy, and counts the bytes each writes per batch (the paper's protocols: their
 log records and flags; the software policies: checkpoint bytes over the interval)
-(simulate/ft_costs.py); long runs of ``--days`` days of training under exponential
-failures (seeded) give overhead, lost work and goodput (simulate/goodput.py). Writes
+(simulate/failures/costs.py); long runs of ``--days`` days of training under exponential
+failures (seeded) give overhead, lost work and goodput (simulate/failures/goodput.py). Writes
 REPORT.md (the table), goodput.png and overhead.png. docs/software_ft.md discusses it.
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from simulate.startup import quiet_interrupts  # noqa: E402
+from simulate.run.startup import quiet_interrupts  # noqa: E402
 
 quiet_interrupts("compare_ft.py")
 
@@ -28,9 +28,7 @@ import numpy as np  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 from components.sim.outputs import replacing_dir  # noqa: E402
-from simulate.cli import QuietParser, UsageError, run_main  # noqa: E402
-from simulate.configure import batch_size_of  # noqa: E402
-from simulate.ft_costs import (  # noqa: E402
+from simulate.failures.costs import (  # noqa: E402
     batch_joules,
     cnr_costs,
     cpr_costs,
@@ -39,9 +37,11 @@ from simulate.ft_costs import (  # noqa: E402
     snapshot_rates,
     timed_run,
 )
-from simulate.goodput import Scheme, exponential_gaps, long_run, young_interval  # noqa: E402
-from simulate.options import RunOptions, check_seed  # noqa: E402
-from simulate.preflight import check_outdir  # noqa: E402
+from simulate.failures.goodput import Scheme, exponential_gaps, long_run, young_interval  # noqa: E402
+from simulate.run.cli import QuietParser, UsageError, run_main  # noqa: E402
+from simulate.run.configure import batch_size_of  # noqa: E402
+from simulate.run.options import RunOptions, check_seed  # noqa: E402
+from simulate.run.preflight import check_outdir  # noqa: E402
 
 PAPER_SYSTEMS = ("pmem", "cxl-b", "cxl")
 QUANTIZE = ("none", "8", "4")

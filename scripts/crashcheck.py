@@ -25,22 +25,22 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from simulate.startup import quiet_interrupts  # noqa: E402
+from simulate.run.startup import quiet_interrupts  # noqa: E402
 
 quiet_interrupts("crashcheck.py")
 
 from components.persistence.explorer import ExploreSettings  # noqa: E402
 from components.persistence.image import OPTIMIZERS  # noqa: E402
-from simulate.cli import QuietParser, UsageError, run_main  # noqa: E402
-from simulate.crashcheck import CheckSettings, crashcheck  # noqa: E402
-from simulate.job import validate  # noqa: E402
-from simulate.options import (  # noqa: E402
+from simulate.failures.crash_budget import check_crashcheck  # noqa: E402
+from simulate.failures.crashcheck import CheckSettings, crashcheck  # noqa: E402
+from simulate.run.cli import QuietParser, UsageError, run_main  # noqa: E402
+from simulate.run.options import (  # noqa: E402
     add_run_options,
     multi_device,
     options_from_args,
     refuse_pooled_failures,
 )
-from simulate.preflight import check_crashcheck  # noqa: E402
+from simulate.simulator import validate  # noqa: E402
 
 PROG = "crashcheck.py"
 UNUSED = ("--outdir", "--functional", "--fail-at", "--fail-random", "--fail-device")
@@ -86,7 +86,7 @@ def check_software(parser, args, options) -> None:
 
 def guarantee_line(bounds: dict) -> str:
     """The absolute bound the oracle enforced, in words."""
-    if "policy" in bounds:  # a software checkpoint policy (simulate/ft_oracle.py)
+    if "policy" in bounds:  # a software checkpoint policy (simulate/failures/oracle.py)
         held = "exactly" if bounds["bits"] == 32 else f"within half a {bounds['bits']}-bit step of"
         what = "the state of the newest checkpoint whose write ended"
         if bounds["rows"] == "as last saved":

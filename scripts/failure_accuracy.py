@@ -22,20 +22,20 @@ import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from simulate.startup import quiet_interrupts  # noqa: E402
+from simulate.run.startup import quiet_interrupts  # noqa: E402
 
 quiet_interrupts("failure_accuracy.py")
 
 from tqdm import tqdm  # noqa: E402
 
-from simulate.accuracy import check_study, scores, study_parser  # noqa: E402
-from simulate.cli import run_main  # noqa: E402
-from simulate.configure import resolve_functional  # noqa: E402
-from simulate.failures import inject  # noqa: E402
-from simulate.job import validate  # noqa: E402
-from simulate.options import RunOptions  # noqa: E402
-from simulate.preflight import check_memory  # noqa: E402
-from simulate.recording import run_stretch  # noqa: E402
+from simulate.failures.accuracy import check_study, scores, study_parser  # noqa: E402
+from simulate.failures.inject import inject  # noqa: E402
+from simulate.failures.recording import run_stretch  # noqa: E402
+from simulate.run.cli import run_main  # noqa: E402
+from simulate.run.configure import resolve_functional  # noqa: E402
+from simulate.run.options import RunOptions  # noqa: E402
+from simulate.run.preflight import check_memory  # noqa: E402
+from simulate.simulator import validate  # noqa: E402
 from workloads.training import default_lr  # noqa: E402
 
 PROG = "failure_accuracy.py"

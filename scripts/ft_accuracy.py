@@ -23,21 +23,21 @@ from dataclasses import replace
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from simulate.startup import quiet_interrupts  # noqa: E402
+from simulate.run.startup import quiet_interrupts  # noqa: E402
 
 quiet_interrupts("ft_accuracy.py")
 
 from tqdm import tqdm  # noqa: E402
 
 from components.sim.units import TICKS_PER_SECOND  # noqa: E402
-from simulate.accuracy import check_study, scores, study_parser  # noqa: E402
-from simulate.cli import run_main  # noqa: E402
-from simulate.configure import resolve_functional  # noqa: E402
-from simulate.ft_failures import inject_software  # noqa: E402
-from simulate.job import validate  # noqa: E402
-from simulate.options import RunOptions  # noqa: E402
-from simulate.preflight import check_memory  # noqa: E402
-from simulate.recording import run_stretch  # noqa: E402
+from simulate.failures.accuracy import check_study, scores, study_parser  # noqa: E402
+from simulate.failures.inject import inject  # noqa: E402
+from simulate.failures.recording import run_stretch  # noqa: E402
+from simulate.run.cli import run_main  # noqa: E402
+from simulate.run.configure import resolve_functional  # noqa: E402
+from simulate.run.options import RunOptions  # noqa: E402
+from simulate.run.preflight import check_memory  # noqa: E402
+from simulate.simulator import validate  # noqa: E402
 from workloads.training import default_lr  # noqa: E402
 
 PROG = "ft_accuracy.py"
@@ -99,7 +99,7 @@ def report(args) -> int:
         recorded = run_stretch(options, lr=lr)
         end = training_end(recorded)
         at = [end * (k + 1) * 4 // (5 * args.failures) for k in range(args.failures)]
-        entries, last = inject_software(options, recorded, at, lr)
+        entries, last = inject(options, lr, recorded, pending=at)
         got = scores(options, last.model)
         change = 100 * (got["log_loss"] - ref["log_loss"]) / ref["log_loss"]
         failed = [e["batch"] for e in entries]

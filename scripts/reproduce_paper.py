@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from simulate.startup import quiet_interrupts  # noqa: E402
+from simulate.run.startup import quiet_interrupts  # noqa: E402
 
 quiet_interrupts("reproduce_paper.py")
 
@@ -25,10 +25,11 @@ from tqdm import tqdm  # noqa: E402
 
 from components.sim.mpl import check_backend  # noqa: E402
 from components.sim.outputs import replacing_dir  # noqa: E402
-from simulate.cli import QuietParser, UsageError, run_main  # noqa: E402
-from simulate.job import BREAKDOWN, run_job, validate  # noqa: E402
-from simulate.options import RunOptions, check_seed, check_steady_batches  # noqa: E402
-from simulate.preflight import check_memory, check_outdir  # noqa: E402
+from simulate.run.cli import QuietParser, UsageError, run_main  # noqa: E402
+from simulate.run.job import BREAKDOWN  # noqa: E402
+from simulate.run.options import RunOptions, check_seed, check_steady_batches  # noqa: E402
+from simulate.run.preflight import check_memory, check_outdir  # noqa: E402
+from simulate.simulator import run_job, validate  # noqa: E402
 
 SYSTEMS = ("ssd", "pmem", "pcie", "cxl-d", "cxl-b", "cxl", "dram")
 PAPER = {

@@ -23,15 +23,15 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from simulate.startup import quiet_interrupts  # noqa: E402
+from simulate.run.startup import quiet_interrupts  # noqa: E402
 
 quiet_interrupts("scaling.py")
 
 from tqdm import tqdm  # noqa: E402
 
-from simulate.cli import QuietParser, UsageError, run_main  # noqa: E402
-from simulate.failures import recovery_cost  # noqa: E402
-from simulate.options import RunOptions, check_steady_batches  # noqa: E402
+from simulate.failures.inject import recovery_cost  # noqa: E402
+from simulate.run.cli import QuietParser, UsageError, run_main  # noqa: E402
+from simulate.run.options import RunOptions, check_steady_batches  # noqa: E402
 from simulate.simulator import Simulator  # noqa: E402
 from workloads.workload import DlrmWorkload  # noqa: E402
 

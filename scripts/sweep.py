@@ -23,12 +23,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from simulate.startup import quiet_interrupts  # noqa: E402
+from simulate.run.startup import quiet_interrupts  # noqa: E402
 
 quiet_interrupts("sweep.py")
 
-from simulate.cli import error_line, os_error_text, raise_received, raising_on  # noqa: E402
-from simulate.options import QuietParser, UsageError  # noqa: E402
+from simulate.run.cli import error_line, os_error_text, raise_received, raising_on  # noqa: E402
+from simulate.run.options import QuietParser, UsageError  # noqa: E402
 from simulate.sweeps.cli import add_collect_options, collect_command, sbatch_script  # noqa: E402
 from simulate.sweeps.driver import execute, status  # noqa: E402
 from simulate.sweeps.spec import load_sweep  # noqa: E402

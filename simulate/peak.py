@@ -2,7 +2,7 @@
 
     python -m simulate.peak [configs/trainingcxl.py options]
 
-How the memory estimate of simulate/preflight.py is checked (tests/test_preflight.py,
+How the memory estimate of simulate/run/preflight.py is checked (tests/test_preflight.py,
 benchmarks/bench_preflight.py): each configuration in a process of its own, whose
 VmHWM is its own peak (``ru_maxrss`` of a forked child would carry its parent's).
 """

@@ -1,4 +1,5 @@
-"""The Python API: a board built by composition in a script, run, with the CLI's outputs.
+"""The entry to every run: the Python API, the CLI over it, and the dispatch of a run to
+a plain, a sampled or a failure run (simulate/run/, simulate/failures/).
 
     from components.boards.cxl import CxlBoard
     from components.memory.pmem import Pmem
@@ -27,12 +28,41 @@ from dataclasses import replace
 from typing import Any
 
 from components.boards.base import TrainingBoard
-from simulate.cli import run_main
-from simulate.job import run_job, validate
-from simulate.options import SYSTEMS, RunOptions, UsageError, options_from_args, parse_run_options
-from simulate.preflight import check_memory
+from simulate.failures.run import run_failure_job
+from simulate.run.cli import run_main
+from simulate.run.configure import prepare
+from simulate.run.job import refuse_under_gem5, run_plain
+from simulate.run.options import (
+    SYSTEMS,
+    RunOptions,
+    SamplePlan,
+    UsageError,
+    options_from_args,
+    parse_run_options,
+)
+from simulate.run.preflight import check_memory, check_paths, failure_run
+from simulate.run.sampling import run_sampled
 from workloads.models import ModelSpec
 from workloads.workload import DlrmWorkload
+
+
+def validate(options: RunOptions, writes_outdir: bool = True) -> None:
+    """Raise the error a run with these options would stop on, without running it.
+    Machine-independent (a sweep validates here and may run elsewhere): the memory
+    check against this machine is ``preflight.check_memory``."""
+    prepare(options)
+    check_paths(options, writes_outdir)
+
+
+def run_job(options: RunOptions) -> dict[str, Any]:
+    """Simulate one run and write its outputs; returns results.json's content: a
+    sampled run, a run with failures (or one recovering a --pmem-image), or a plain one."""
+    refuse_under_gem5(options)
+    if options.sample_plan is not None:
+        return run_sampled(options, SamplePlan.parse(options.sample_plan))
+    if failure_run(options):
+        return run_failure_job(options)
+    return run_plain(options)
 
 
 class Simulator:

@@ -260,7 +260,7 @@ rollback order, never-committed and mislabelled MLP copies, stale flags after a
 recovery, header fields outside the CRC."""
 
 
-# ----- software checkpoint policies (simulate/ft_crashcheck.py) ---------------------------
+# ----- software checkpoint policies (simulate/failures/software.py) -----------
 class TrustsTornCheckpoint(ChainRecovery):
     """Reads the checkpoint in flight at the failure too: its rows written so far over
     the chain, labelled with its batch (no look at the commit record)."""

@@ -35,7 +35,7 @@ def timed(dev, op: str, addr, size: int, window=None):
     """(ticks one read or write stream took alone, the stream, persist ticks of writes)."""
     import numpy as np
 
-    from components.memory.base import stage
+    from components.memory.stages import stage
 
     streams, persisted = [], []
     listeners = dev.write_listeners

@@ -401,7 +401,7 @@ def test_gem5_child_dies_with_its_parent(tmp_path):
     """A child started with die_with_parent() is killed when its parent is SIGKILLed."""
     parent = (
         "import subprocess, sys, time\n"
-        "from simulate.cli import die_with_parent\n"
+        "from simulate.run.cli import die_with_parent\n"
         "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'],"
         " preexec_fn=die_with_parent())\n"
         "print(child.pid, flush=True)\n"

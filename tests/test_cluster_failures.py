@@ -14,16 +14,18 @@ from cluster_mutants import CLUSTER_MUTANTS
 
 from components.boards.disaggregated import merged
 from components.interconnect.cxl import mmio_write
-from components.memory.base import stage
+from components.memory.stages import stage
 from components.persistence.cluster import ClusterLayout
 from components.persistence.image import COMMIT_NAMES, WORD
 from components.sim.engine import Engine
 from components.sim.schedule import Scheduler
-from simulate.configure import connected_board, resolve_functional
-from simulate.crashcheck import CheckSettings, crashcheck
-from simulate.failures import _requests, inject, time_recovery
-from simulate.options import RunOptions
-from simulate.recording import build_journal, initial_image, protocol_for, run_stretch
+from simulate.failures.crashcheck import CheckSettings, crashcheck
+from simulate.failures.inject import inject
+from simulate.failures.recording import build_journal, initial_image, protocol_for, run_stretch
+from simulate.failures.recovery import requests_covering as _requests
+from simulate.failures.recovery import time_protocol_recovery as time_recovery
+from simulate.run.configure import connected_board, resolve_functional
+from simulate.run.options import RunOptions
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 

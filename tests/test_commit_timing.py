@@ -20,7 +20,7 @@ from components.interconnect.topology import TopologySpec, topology_from_dict
 from components.sim.engine import Engine
 from components.sim.schedule import Op, Scheduler
 from components.sim.units import TICKS_PER_SECOND
-from simulate.host import drive_batches
+from simulate.run.host import drive_batches
 from workloads.inputs import InputGenerator
 from workloads.models import get_model
 

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from components.persistence.image import RECORD_HEADER
-from simulate.configure import input_generator
-from simulate.ft_costs import log_bytes_per_batch
-from simulate.options import RunOptions
+from simulate.failures.costs import log_bytes_per_batch
+from simulate.run.configure import input_generator
+from simulate.run.options import RunOptions
 from workloads.models import get_model
 from workloads.opgraph import build_demand
 

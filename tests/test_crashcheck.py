@@ -11,8 +11,8 @@ import pytest
 from protocol_mutants import MUTANTS
 
 from components.persistence.explorer import ExploreSettings
-from simulate.crashcheck import CheckSettings, crashcheck
-from simulate.options import SYSTEMS, RunOptions
+from simulate.failures.crashcheck import CheckSettings, crashcheck
+from simulate.run.options import SYSTEMS, RunOptions
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 ROOT = Path(__file__).resolve().parents[1]
@@ -139,8 +139,8 @@ def test_the_relaxed_age_bound_follows_from_the_gap_and_the_longest_copy():
 
     from components.persistence.journal import Requests
     from components.sim.schedule import OpRecord
-    from simulate.oracle import guarantee_for
-    from simulate.recording import image_layout
+    from simulate.failures.oracle import guarantee_for
+    from simulate.failures.recording import image_layout
 
     layout = image_layout(tiny("cxl"))
     flag = np.array([layout.flag_offset("mlp1")])
@@ -172,8 +172,8 @@ def test_a_reordered_schedule_finishes_the_later_log_before_the_other_commits():
     timing ends the embedding log last. In each variant it ends before the MLP log's
     flag epoch begins, and no other op's pieces move."""
     from components.persistence.protocols import UndoProtocol
-    from simulate.recording import build_journal, run_stretch
-    from simulate.schedules import reordered_schedules
+    from simulate.failures.recording import build_journal, run_stretch
+    from simulate.failures.schedules import reordered_schedules
 
     stretch = run_stretch(tiny("cxl-b", batches=3))
     journal = build_journal(UndoProtocol(stretch.layout), stretch)

@@ -7,11 +7,12 @@ import pytest
 from components.persistence.image import PmemImage
 from components.persistence.protocols import PROTOCOLS
 from components.persistence.writes import all_words
-from simulate import failures, recording
-from simulate.failures import failure_ticks, run_with_failures, time_recovery
-from simulate.options import RunOptions, UsageError
-from simulate.oracle import expected_for, reference_from, same_bits, verdict
-from simulate.recording import build_journal, initial_image, run_stretch
+from simulate.failures import inject, recording
+from simulate.failures.inject import failure_ticks, run_with_failures
+from simulate.failures.oracle import expected_for, reference_from, same_bits, verdict
+from simulate.failures.recording import build_journal, initial_image, run_stretch
+from simulate.failures.recovery import time_protocol_recovery as time_recovery
+from simulate.run.options import RunOptions, UsageError
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -124,9 +125,9 @@ def test_a_failure_run_simulates_the_failure_free_run_once(monkeypatch):
         calls.append(start)
         return real(options, start, *args, **kwargs)
 
-    monkeypatch.setattr(failures, "run_stretch", counting)
+    monkeypatch.setattr(inject, "run_stretch", counting)
     options = tiny("cxl-b", fail_at=["0.2ms"])
-    (entry,) = run_with_failures(options, failures.record_run(options))
+    (entry,) = run_with_failures(options, inject.record_run(options))
     assert calls == [0, entry["resume_batch"]]  # the recorded run, then the resumed one
     assert entry["resume_batch"] > 0
 

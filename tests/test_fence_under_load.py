@@ -14,8 +14,8 @@ from simrun import duration, run_ops
 from test_flows import run
 
 from components.compute.host import HostCpu
-from components.memory.base import stage
 from components.memory.pmem import Pmem
+from components.memory.stages import stage
 from components.sim.flows import Flow
 
 ROWS = np.arange(6000, dtype=np.int64) * 4096  # one row per XPLine pair, no merging

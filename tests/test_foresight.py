@@ -4,7 +4,7 @@ The memo (components/memory/memo.py) makes each digest once whichever thread ask
 first, and a digest made ahead is what the device would have made itself; the boards'
 foresight names exactly the arrays their ops then issue (no big stream is digested
 again by the engine); the worker does foresight only while the consumer has not taken
-the item (simulate/prefetch.py). Mutants of each show the checks can fail.
+the item (simulate/run/prefetch.py). Mutants of each show the checks can fail.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from simrun import timed
 
 from components.memory import Pmem, fused, kernels
 from components.memory.memo import DigestMemo
-from simulate import host, prefetch
-from simulate.prefetch import made_ahead
+from simulate.run import host, prefetch
+from simulate.run.prefetch import made_ahead
 
 pytestmark = pytest.mark.skipif(not kernels.COMPILED, reason="numba not installed")
 
@@ -185,8 +185,8 @@ def test_a_near_memory_board_foresees_every_big_stream_it_issues(monkeypatch, tm
     mutant making the log entries' addresses anew per call fails). Stats as without."""
     from simrun import simulated_stats
 
-    from simulate.job import run_job
-    from simulate.options import RunOptions
+    from simulate.run.options import RunOptions
+    from simulate.simulator import run_job
 
     foreseeing, engine_digests, pieces = [False], [], []
     for name in ("read_summary", "line_writes"):

@@ -4,8 +4,8 @@ import copy
 
 import numpy as np
 
-from simulate.job import run_job
-from simulate.options import RunOptions
+from simulate.run.options import RunOptions
+from simulate.simulator import run_job
 from workloads.inputs import InputGenerator
 from workloads.models import get_model
 from workloads.training import FunctionalTrainer

@@ -13,12 +13,11 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from simulate.cli import INPUT_ERRORS, error_line
-from simulate.configure import prepare
-from simulate.job import validate
-from simulate.options import SYSTEMS, RunOptions, parse_run_options
-from simulate.preflight import estimate_memory
-from simulate.simulator import run_from_command_line
+from simulate.run.cli import INPUT_ERRORS, error_line
+from simulate.run.configure import prepare
+from simulate.run.options import SYSTEMS, RunOptions, parse_run_options
+from simulate.run.preflight import estimate_memory
+from simulate.simulator import run_from_command_line, validate
 
 UNITS = ["", "s", "ms", "us", "ns", "ps", "B", "KiB", "GB", "GiB", "B/s", "GB/s", "MiB/s"]
 UNITS += ["Gbps", "W", "pJ", "J", "GHz", "MHz", "Hz", "TFLOPS", "GFLOPS", "XiB", "parsecs"]

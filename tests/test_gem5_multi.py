@@ -21,8 +21,8 @@ from components.gem5.ops import Leg, LinearStream, TraceStream, plan_ops, table_
 from components.gem5.ops import transfer_latency as first_line
 from components.interconnect.cxl import HEADER_BITS, LINE_BYTES
 from components.interconnect.link import SerialLink
-from simulate.gem5_run import record_builtin
-from simulate.options import parse_run_options
+from simulate.run.gem5_run import record_builtin
+from simulate.run.options import parse_run_options
 from tests.gem5_compare import compare
 
 GEM5 = binary()

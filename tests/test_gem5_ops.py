@@ -19,12 +19,12 @@ from components.gem5.ops import (
     region,
 )
 from components.interconnect.link import SerialLink
-from components.memory.base import concurrent
-from components.memory.base import stage as one_stage
+from components.memory.stages import concurrent
+from components.memory.stages import stage as one_stage
 from components.sim.units import TICKS_PER_SECOND
-from simulate.configure import prepare
-from simulate.gem5_run import record_builtin, refusal
-from simulate.options import parse_run_options
+from simulate.run.configure import prepare
+from simulate.run.gem5_run import record_builtin, refusal
+from simulate.run.options import parse_run_options
 
 SMALL = ["--model", "rmc1", "--rows", "2000", "--batch-size", "8", "--batches", "2"]
 SYSTEMS = ["cxl", "cxl-b", "cxl-d", "pcie", "pmem", "dram"]

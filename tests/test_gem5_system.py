@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from components.gem5 import binary
-from simulate.options import SYSTEMS
+from simulate.run.options import SYSTEMS
 from tests.gem5_compare import compare
 from workloads.models import PRESETS
 

@@ -1,4 +1,4 @@
-"""Long runs under failures (simulate/goodput.py) against hand-worked schedules and
+"""Long runs under failures (simulate/failures/goodput.py) against hand-worked schedules and
 the exponential law."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from itertools import islice
 import numpy as np
 import pytest
 
-from simulate.goodput import Scheme, exponential_gaps, long_run, young_interval
+from simulate.failures.goodput import Scheme, exponential_gaps, long_run, young_interval
 
 # 1 s batches, a 2 s checkpoint every 3 batches (a 5 s period), 5 s recovery
 REPLAY = Scheme("replay", batch_s=1.0, checkpoint_s=2.0, recovery_s=5.0, interval=3, replay=True)

@@ -1,4 +1,4 @@
-"""simulate/heap.py: with the thresholds set, a batch's freed arrays are reused without
+"""simulate/run/heap.py: with the thresholds set, a batch's freed arrays are reused without
 faulting their pages in again; without them glibc returns the heap top each time.
 Each case runs in a fresh interpreter (the setting is per process). glibc only."""
 
@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from simulate.heap import keep_freed_memory
+from simulate.run.heap import keep_freed_memory
 
 try:
     GLIBC = hasattr(ctypes.CDLL(None), "mallopt")
@@ -23,7 +23,7 @@ BATCHES = textwrap.dedent(
     """
     import resource, sys
     import numpy as np
-    from simulate.heap import keep_freed_memory
+    from simulate.run.heap import keep_freed_memory
     if sys.argv[1] == "keep":
         assert keep_freed_memory()
     def batch():  # six 800 KB arrays, written, then freed: one RM1 write stream's

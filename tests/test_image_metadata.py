@@ -173,7 +173,7 @@ def test_flags_all_ones_are_one_error_line(cut_image, tmp_path):
 
 
 def test_an_image_cut_beyond_the_run_is_one_error_line(cut_image, tmp_path):
-    from simulate.oracle import expected_for
+    from simulate.failures.oracle import expected_for
 
     image = tmp_path / "pmem.img"
     image.write_bytes(cut_image.read_bytes())

@@ -21,7 +21,8 @@ sys.path.insert(0, str(ROOT / "scripts"))  # the entry points, imported as modul
 
 from test_sweep_bad_input import spec_file  # noqa: E402
 
-from simulate import cli, job, prefetch, simulator  # noqa: E402
+from simulate import simulator  # noqa: E402
+from simulate.run import cli, job, prefetch  # noqa: E402
 from simulate.sweeps import runner, store  # noqa: E402
 from simulate.sweeps.spec import load_sweep  # noqa: E402
 from workloads.inputs import InputGenerator  # noqa: E402
@@ -171,7 +172,7 @@ def test_a_run_interrupted_after_simulating_is_not_finalized(tmp_path, monkeypat
 @pytest.mark.parametrize("script", ENTRY_POINTS, ids=lambda p: p.name)
 def test_ctrl_c_while_importing_is_one_line(tmp_path, script):
     """A numpy whose import delivers SIGINT: every entry point imports numpy, after
-    simulate.startup has made Ctrl-C quiet."""
+    simulate.run.startup has made Ctrl-C quiet."""
     shadow = tmp_path / "shadow" / "numpy"
     shadow.mkdir(parents=True)
     (shadow / "__init__.py").write_text(

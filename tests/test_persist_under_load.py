@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from simrun import run_ops
 
-from components.memory.base import stage
 from components.memory.pmem import Pmem
+from components.memory.stages import stage
 
 WINDOW = 64
 WRITES = np.arange(4000, dtype=np.int64) * 256

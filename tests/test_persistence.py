@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from components.memory.base import PersistedWrites
+from components.memory.write_stream import PersistedWrites
 from components.persistence.explorer import CrashExplorer, ExploreSettings
 from components.persistence.image import (
     RECORD_HEADER,
@@ -18,9 +18,9 @@ from components.persistence.image import (
 from components.persistence.journal import JournalBuilder, Requests
 from components.persistence.protocols import PROTOCOLS, UndoProtocol, pad_params
 from components.persistence.writes import Writes
-from simulate.options import SYSTEMS, RunOptions
-from simulate.oracle import expected
-from simulate.recording import build_journal, persist_domain, run_stretch
+from simulate.failures.oracle import expected
+from simulate.failures.recording import build_journal, persist_domain, run_stretch
+from simulate.run.options import SYSTEMS, RunOptions
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 LAYOUT = ImageLayout(total_rows=16, dim=4, mlp_count=10, max_rows=8)

@@ -1,4 +1,4 @@
-"""simulate/prefetch.py: items made on the worker thread come in order and unchanged,
+"""simulate/run/prefetch.py: items made on the worker thread come in order and unchanged,
 an error there is raised at the consumer where it happened, at most one item is made
 ahead, closing stops the thread; and a run gives the same stats with and without it."""
 
@@ -13,10 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from simrun import simulated_stats
 
-from simulate import prefetch
-from simulate.job import run_job
-from simulate.options import RunOptions
-from simulate.prefetch import made_ahead
+from simulate.run import prefetch
+from simulate.run.options import RunOptions
+from simulate.run.prefetch import made_ahead
+from simulate.simulator import run_job
 
 
 @settings(max_examples=40, deadline=None)

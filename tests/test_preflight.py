@@ -1,4 +1,4 @@
-"""simulate/preflight.py: the memory estimate bounds what a run really uses (and not
+"""simulate/run/preflight.py: the memory estimate bounds what a run really uses (and not
 by a useless margin); the crash-state estimate bounds the states a check visits."""
 
 from __future__ import annotations
@@ -9,14 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from simulate.crashcheck import crashcheck
-from simulate.options import RunOptions
-from simulate.preflight import (
-    MEMORY_LIMIT_ENV,
-    available_memory,
-    crashcheck_cost,
-    estimate_memory,
-)
+from simulate.failures.crash_budget import crashcheck_cost
+from simulate.failures.crashcheck import crashcheck
+from simulate.run.options import RunOptions
+from simulate.run.preflight import MEMORY_LIMIT_ENV, available_memory, estimate_memory
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["--model", "rmc1", "--batch-size", "8"]
@@ -49,7 +45,7 @@ def test_memory_estimate_bounds_the_measured_peak(tmp_path, args):
 
 
 def _options(args: list[str]) -> RunOptions:
-    from simulate.options import parse_run_options
+    from simulate.run.options import parse_run_options
 
     return parse_run_options(args, "t", "t")
 

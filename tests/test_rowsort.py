@@ -1,4 +1,4 @@
-"""The compiled distinct rows and previous-batch slots (components/rowsort.py) equal
+"""The compiled distinct rows and previous-batch slots (components/memory/rowsort.py) equal
 their numpy definitions; without numba they are those definitions (skipped)."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy_path import numpy_path
 
-from components import compiled, rowsort
+from components import compiled
+from components.memory import rowsort
 
 pytestmark = pytest.mark.skipif(not compiled.COMPILED, reason="numba not installed")
 

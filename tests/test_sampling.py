@@ -1,4 +1,4 @@
-"""Sampled simulation (simulate/sampling.py): the interval arithmetic against standard
+"""Sampled simulation (simulate/run/sampling.py): the interval arithmetic against standard
 tables, the carried state's functional fast-forward against hand-worked cases and
 against a full run, the estimate against full-detail means, and refusals."""
 
@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 from components.boards.cxl import CxlBoard
 from components.sim.engine import Engine
 from components.sim.schedule import Scheduler
-from simulate.configure import connected_board, input_generator
-from simulate.host import drive_batches
-from simulate.options import RunOptions, SamplePlan, UsageError
-from simulate.sampling import _warm_skipped, interval, t975
+from simulate.run.configure import connected_board, input_generator
+from simulate.run.host import drive_batches
+from simulate.run.options import RunOptions, SamplePlan, UsageError
+from simulate.run.sampling import _warm_skipped, interval, t975
 from workloads.models import get_model
 
 ROOT = Path(__file__).resolve().parents[1]

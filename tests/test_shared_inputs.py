@@ -15,9 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from simrun import simulated_stats
 
-from simulate.configure import inputs_key
-from simulate.job import run_job
-from simulate.options import RunOptions
+from simulate.run.configure import inputs_key
+from simulate.run.options import RunOptions
+from simulate.simulator import run_job
 from simulate.sweeps import driver
 from simulate.sweeps.driver import execute
 from simulate.sweeps.spec import load_sweep

@@ -19,8 +19,8 @@ from components.memory.pmem import Pmem
 from components.sim.engine import Engine
 from components.sim.params import ConfigError
 from components.sim.schedule import Scheduler
-from simulate.configure import fresh_board
-from simulate.options import UsageError
+from simulate.run.configure import fresh_board
+from simulate.run.options import UsageError
 from simulate.simulator import Simulator
 from workloads.models import UnknownModelError, get_model
 from workloads.workload import DlrmWorkload

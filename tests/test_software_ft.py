@@ -25,8 +25,8 @@ from components.persistence.quantize import dequantize, error_bound, quantize, q
 from components.sim.engine import Engine
 from components.sim.schedule import Scheduler
 from components.sim.units import TICKS_PER_SECOND
-from simulate.configure import connected_board, input_generator
-from simulate.options import RunOptions
+from simulate.run.configure import connected_board, input_generator
+from simulate.run.options import RunOptions
 from workloads.models import get_model
 from workloads.opgraph import build_demand
 

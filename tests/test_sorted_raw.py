@@ -14,8 +14,9 @@ from numpy_path import numpy_path
 from simrun import simulated_stats
 
 from components.memory import digest, kernels
-from components.memory.base import MemoryDevice, stage
+from components.memory.base import MemoryDevice
 from components.memory.pmem import Pmem
+from components.memory.stages import stage
 from components.memory.streams import Geometry
 from components.persistence.image import ImageLayout
 from components.sim.engine import Engine

@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))  # the entry points, imported as modules
 
-from simulate.cli import error_line  # noqa: E402
-from simulate.options import UsageError  # noqa: E402
+from simulate.run.cli import error_line  # noqa: E402
+from simulate.run.options import UsageError  # noqa: E402
 from simulate.sweeps import collect, store  # noqa: E402
 from simulate.sweeps import spec as spec_module  # noqa: E402
 from simulate.sweeps.spec import MAX_RUNS, load_sweep  # noqa: E402

@@ -14,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-import simulate.job  # noqa: E402
+import simulate.simulator  # noqa: E402
 from simulate.sweeps import store  # noqa: E402
 from simulate.sweeps.driver import execute  # noqa: E402
 from simulate.sweeps.spec import load_sweep  # noqa: E402
@@ -41,7 +41,7 @@ def small_sweep(tmp_path: Path):
 
 
 def test_failures_recorded_then_retried_and_finished_runs_skipped(tmp_path, monkeypatch):
-    monkeypatch.setattr(simulate.job, "run_job", fake_run_job)
+    monkeypatch.setattr(simulate.simulator, "run_job", fake_run_job)
     sweep = small_sweep(tmp_path)
     summary = execute(sweep, sweep.runs, "debug", 1)  # the SLURM path, via submitit in-process
     assert (summary.counts["done"], summary.counts["failed"]) == (4, 2)
@@ -50,7 +50,7 @@ def test_failures_recorded_then_retried_and_finished_runs_skipped(tmp_path, monk
     assert store.failure_message(sweep.outroot, bad[0].id) == "seed 2 is cursed"
     assert summary.lines()[0] == "sweep: 6 runs: 4 ran, 0 already complete, 2 failed"
 
-    monkeypatch.setattr(simulate.job, "run_job", _ok)
+    monkeypatch.setattr(simulate.simulator, "run_job", _ok)
     again = execute(sweep, sweep.runs, "debug", 1)
     assert (again.counts["done"], again.counts["skipped"], again.counts["failed"]) == (2, 4, 0)
     assert not list((sweep.outroot / "failed").iterdir())

@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "scripts"))  # slurm_cluster, the throwaway cluste
 
 import slurm_cluster  # noqa: E402
 
-from simulate.job import run_job  # noqa: E402
+from simulate.simulator import run_job  # noqa: E402
 from simulate.sweeps import store  # noqa: E402
 from simulate.sweeps.spec import load_sweep  # noqa: E402
 

@@ -8,7 +8,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-from simulate.options import RunOptions  # noqa: E402
+from simulate.run.options import RunOptions  # noqa: E402
 from simulate.sweeps.runid import run_id  # noqa: E402
 from simulate.sweeps.slurm import sbatch_directives  # noqa: E402
 from simulate.sweeps.spec import SpecError, load_sweep  # noqa: E402

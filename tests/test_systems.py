@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from simulate.job import run_job
-from simulate.options import SYSTEMS, RunOptions
+from simulate.run.options import SYSTEMS, RunOptions
+from simulate.simulator import run_job
 
 MODELS = ("rm1", "rm2", "rm3", "rm4")
 ORDER = ("ssd", "pmem", "pcie", "cxl-d", "cxl-b", "cxl")

@@ -11,8 +11,8 @@ import pytest
 from simrun import duration, run_ops
 
 from components.interconnect.cxl import CxlLink, CxlPath, mmio_write
-from components.memory.base import concurrent, stage
 from components.memory.pmem import Pmem
+from components.memory.stages import concurrent, stage
 from components.sim.engine import Engine
 from components.sim.schedule import Scheduler
 

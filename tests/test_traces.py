@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import workloads.traces as traces
-from simulate.options import UsageError
+from simulate.run.options import UsageError
 from simulate.simulator import Simulator
 from simulate.sweeps.runid import canonical
 from workloads.inputs import InputGenerator
@@ -292,7 +292,7 @@ def test_a_trace_is_refused_with_generated_input_options():
 
 
 def test_a_spec_without_a_trace_keeps_its_run_ids():
-    from simulate.options import RunOptions
+    from simulate.run.options import RunOptions
 
     assert "trace" not in canonical(RunOptions())
     assert canonical(RunOptions(trace="t.npz"))["trace"] == "t.npz"
@@ -360,8 +360,8 @@ def test_a_bad_trace_is_one_line_and_exit_2(tmp_path, bad_files, which, model, n
 
 def test_bad_traces_are_refused_before_any_work(bad_files):
     """validate (every entry point's check before work) reads the header and batch 0."""
-    from simulate.job import validate
-    from simulate.options import RunOptions
+    from simulate.run.options import RunOptions
+    from simulate.simulator import validate
 
     for which in ("tables", "rows", "samples", "missing", "extension", "notzip", "fields"):
         model = "dlrm_kaggle" if which == "fields" else "rmc1"

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from components.rowsort import unique_counts
+from components.memory.rowsort import unique_counts
 from workloads.models import DEFAULT_BATCH_SIZE, ModelSpec
 from workloads.rowgen import affine_rows, row_scores, scale_and_shift
 
@@ -280,7 +280,7 @@ class InputGenerator(BatchSource):
         lengths = self._lengths(rng, b)
         global_rows, local = self._sample_rows(rng, lengths, index)
         # whole-batch arrays, split into per-table views: a pass per table would hand
-        # the GIL back and forth with the engine's thread 26 times (simulate/prefetch.py)
+        # the GIL back and forth with the engine's thread 26 times (simulate/run/prefetch.py)
         per_table = lengths.sum(axis=1)
         indices = np.split(local, np.cumsum(per_table)[:-1])
         offsets = np.zeros((lengths.shape[0], b + 1), dtype=np.int64)

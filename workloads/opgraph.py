@@ -8,7 +8,7 @@ from functools import cached_property
 
 import numpy as np
 
-from components.rowsort import previous_matches
+from components.memory.rowsort import previous_matches
 from workloads.inputs import Batch
 from workloads.models import FLOAT_BYTES, ModelSpec
 

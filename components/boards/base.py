@@ -334,7 +334,7 @@ class TrainingBoard(SimObject):
     def foresight(self, demand) -> list[Callable[[], None]]:
         """Pieces of work that digest this batch's embedding streams that depend on its
         rows alone, for the thread that makes the batches to do while it waits
-        (simulate/prefetch.py): the engine's thread then finds them done. Boards whose
+        (simulate/run/prefetch.py): the engine's thread then finds them done. Boards whose
         streams are known here list them; the rest digest them when issued."""
         return []
 

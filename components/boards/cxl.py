@@ -24,8 +24,8 @@ from components.boards.near_memory import NearMemoryBoard
 from components.compute.nmp import NearMemoryEngine
 from components.interconnect.cxl import CxlLink, CxlPath, CxlSwitch, Type2Device, mmio_write
 from components.memory.pmem import Pmem
+from components.memory.rowsort import previous_matches
 from components.persistence.image import log_slot
-from components.rowsort import previous_matches
 from components.sim.params import Enum, Int
 from components.sim.schedule import Op, Stage
 from components.sim.units import TICKS_PER_SECOND

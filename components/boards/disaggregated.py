@@ -36,7 +36,7 @@ committed (``mlp_commit``) once the last stripe is logged (docs/topologies.md).
 Every flow crosses the links and switch ports of its route in the flow network, so the
 all-to-all, the all-reduce, the logs and the acknowledgements share them. Failures
 across devices (every device cut at once, or one alone) and their recovery to the
-commit are components/persistence/cluster.py's and simulate/failures.py's
+commit are components/persistence/cluster.py's and simulate/failures/inject.py's
 (docs/failures.md, "Across devices").
 """
 
@@ -64,7 +64,8 @@ from components.interconnect.cxl import (
 )
 from components.interconnect.nvlink import NvLink
 from components.interconnect.topology import Fabric, TopologySpec, host_name
-from components.memory.base import MAX_MODULES_PER_CONTROLLER, stage
+from components.memory.base import MAX_MODULES_PER_CONTROLLER
+from components.memory.stages import stage
 from components.sim.flows import Flow
 from components.sim.params import ConfigError, Enum, MemorySize
 from components.sim.schedule import Op, Stage, critical_path
@@ -547,7 +548,7 @@ class DisaggregatedBoard(TrainingBoard):
 
     def absorb(self, scheduler) -> None:
         """Also each job's commit latencies, and the commit ops' ticks on each batch's
-        critical path (the walk of simulate/job.py, commits told apart from the logs)."""
+        critical path (the walk of simulate/run/job.py, commits told apart from the logs)."""
         super().absorb(scheduler)
         records = [
             dataclasses.replace(r, category="commit") if _op_name(r) in _COMMITS else r

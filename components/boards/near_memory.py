@@ -11,7 +11,7 @@ from collections.abc import Callable
 import numpy as np
 
 from components.boards.base import TrainingBoard
-from components.memory.base import stage
+from components.memory.stages import stage
 from components.persistence.image import RECORD_HEADER, log_slot
 from components.sim.schedule import Stage
 

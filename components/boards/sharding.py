@@ -22,7 +22,7 @@ import functools
 
 import numpy as np
 
-from components.rowsort import previous_matches
+from components.memory.rowsort import previous_matches
 from components.sim.params import ConfigError
 
 SHARDINGS = ("table", "row")

@@ -35,9 +35,9 @@ import numpy as np
 
 from components.boards.base import BatchOps
 from components.compute.host import HostCpu
-from components.memory.base import stage
 from components.memory.dram import Dram
 from components.memory.ssd import Ssd
+from components.memory.stages import stage
 from components.persistence.quantize import BITS, quantized_row_bytes
 from components.sim.flows import Flow
 from components.sim.params import Enum, Float

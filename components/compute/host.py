@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from components.memory.base import MemoryDevice, concurrent, stage, write_range
+from components.memory.base import MemoryDevice
+from components.memory.stages import concurrent, stage, write_range
 from components.persistence.image import RECORD_HEADER
 from components.sim.params import ComputeRate, Frequency, Int, Latency, Power
 from components.sim.schedule import Stage

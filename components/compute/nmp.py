@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from components.memory.base import MemoryDevice, concurrent, stage, write_range
+from components.memory.base import MemoryDevice
+from components.memory.stages import concurrent, stage, write_range
 from components.persistence.image import RECORD_HEADER
 from components.sim.params import Energy, Frequency, Int, MemorySize, Power, positive
 from components.sim.schedule import Stage

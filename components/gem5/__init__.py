@@ -2,7 +2,7 @@
 
 ``translate``, ``trace``, ``record`` and ``ops`` are pure and import anywhere;
 ``system`` and ``runner`` need gem5's embedded ``m5`` and are imported only by
-``simulate.gem5_run``. This module also finds a gem5 binary and gives the environment
+``simulate.run.gem5_run``. This module also finds a gem5 binary and gives the environment
 its embedded interpreter needs, for the scripts and tests that launch it.
 """
 

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from components.memory.base import IssuedStream, MemoryDevice, add_needs
+from components.memory.base import IssuedStream, MemoryDevice
+from components.memory.stages import add_needs
 from components.sim.schedule import OpRecord, Scheduler, Stage, alone_ticks
 
 

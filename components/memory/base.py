@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -46,17 +46,16 @@ from components.memory.digest import (
     sorted_in_lines,
 )
 from components.memory.memo import DigestMemo
+from components.memory.stages import MemStream
 from components.memory.streams import (
     Geometry,
     accepted_fraction,
     as_int64,
     distinct_lines,
-    last_write_keys,
     rank_in_group,
 )
-from components.sim.flows import Flow
+from components.memory.write_stream import WriteStream
 from components.sim.params import ConfigError, Enum, MemorySize
-from components.sim.schedule import Stage
 from components.sim.simobject import SimObject
 from components.sim.stats import add_each
 from components.sim.units import TICKS_PER_SECOND
@@ -70,17 +69,6 @@ class IssuedStream:
     addresses: np.ndarray
     size: int
     outstanding: int | None
-
-
-@dataclass(frozen=True)
-class PersistedWrites:
-    """Requests of one write stream and the tick each entered the persistence domain."""
-
-    owner: int | None
-    addresses: np.ndarray
-    size: int
-    ticks: np.ndarray
-    issued: int  # tick the stream's first request was issued
 
 
 class MemoryController(SimObject):
@@ -123,202 +111,10 @@ class MemoryController(SimObject):
         )
 
 
-@dataclass(eq=False)
-class MemStream:
-    """What one request stream needs of a device (see the module docstring)."""
-
-    device: MemoryDevice
-    needs: dict[str, float]
-    bytes: dict[str, float]
-    min_ticks: float
-    latency: int
-    requests: int
-    gates: list = field(default_factory=list)
-    writes: list[WriteStream] = field(default_factory=list)
-    turn: float | None = None  # media time per request, under ``requests`` arbitration
-    idle_needs: dict[str, float] | None = None  # needs with an empty WPQ, where they differ
-
-
-_NOTHING = np.empty(0, dtype=np.int64)
-
-
-def _no_accept() -> np.ndarray:
-    """A drained stream's acceptance: its per-request arrays are gone."""
-    return _NOTHING
-
-
 MAX_MODULES_PER_CONTROLLER = 8
 """Modules (DIMMs, drives) one controller may front: a DDR channel takes 2-3 DIMMs, an
 NVMe controller one drive; 8 is generous, and a tinier module_capacity would model
 thousands of modules (and their idle power) for tables of any size."""
-
-
-class WriteStream:
-    """A write stream's acceptance, persistence and drain, followed as its flows run.
-
-    ``accept``: computes, per request, the progress of the requester-visible flow at
-    which the WPQ has room for it (asked for only when a flow stops early or someone
-    listens for persist ticks); ``issue_step``: the ticks between requests its window
-    lets the requester issue on an idle device; ``key``: per media write (``lines``),
-    its drain position (in (0, 1] within the visible flow, in (1, 2] within the drain
-    flow that follows)."""
-
-    def __init__(
-        self,
-        device: MemoryDevice,
-        addresses: np.ndarray,
-        size: int,
-        accept: Callable[[], np.ndarray],
-        issue_step: float,
-        lines: np.ndarray,
-        key: np.ndarray,
-        drain_needs: dict[str, float],
-        writes: np.ndarray,
-        per_write: np.ndarray,
-        visible: np.ndarray,
-        span: tuple[int, int],
-        window: float = math.inf,
-    ) -> None:
-        self.device, self.addresses, self.size = device, addresses, size
-        self.window = window  # the requester's outstanding requests (inf: no bound)
-        self.writes, self.per_write = writes, per_write  # per controller: media writes, ticks
-        self.held = writes - visible  # per controller, writes that wait in the WPQ to drain
-        self.accept, self.issue_step, self.lines, self.key = accept, issue_step, lines, key
-        self.span = span  # the first and last line it writes
-        self.drain = Flow(drain_needs, label=f"{device.path}.drain")
-        self.visible: Flow | None = None
-        self.offset = 0  # ticks between the flow's progress and this stream's issue
-        self.persisted = 0  # requests accepted (all, unless the flow was stopped)
-        self._waiting: list[tuple[float, object]] = []
-        self._last: tuple[np.ndarray, np.ndarray] | None = None
-        self.drain.on_end.append(self._drained)
-
-    def attach(self, flow: Flow, offset: int) -> None:
-        """Follow ``flow`` (the stream's visible part, maybe pipelined with others)."""
-        self.visible, self.offset = flow, offset
-        flow.then.append(self.drain)
-        flow.on_end.append(self._accepted)
-        flow.writes.append(self)
-
-    def position(self) -> float:
-        """How far the stream has drained, on the scale of ``key``."""
-        if self.drain.end >= 0:
-            return 2.0
-        if self.drain.start >= 0:
-            return 1.0 + self.drain.done
-        return self.visible.done if self.visible is not None else 0.0
-
-    def pending_lines(self) -> tuple[np.ndarray, np.ndarray]:
-        """The lines whose writes have not all drained, sorted, each with its last
-        write's drain key. A line is pending exactly while that key is ahead of the
-        drain: while most of the stream is pending (a read beside the whole stream) the
-        stream's lines are sorted once and filtered; a drain's tail is sorted alone."""
-        position = self.position() + 1e-12
-        if self._last is None:
-            pending = self.key > position
-            if 2 * int(pending.sum()) < self.key.size:
-                return last_write_keys(self.lines[pending], self.key[pending])
-            self._last = last_write_keys(self.lines, self.key)
-        waiting, keys = self._last
-        live = keys > position
-        return waiting[live], keys[live]
-
-    def drained(self, key: float):
-        """Event that fires once every line up to drain position ``key`` has drained."""
-        if key <= 1.0:
-            return self.visible.network.milestone(self.visible, key)
-        event = self.device.event_source()
-        if self.drain.start >= 0:
-            chained = self.drain.network.milestone(self.drain, key - 1.0)
-            chained.callbacks.append(lambda _e: event.succeed())
-        else:
-            self._waiting.append((key - 1.0, event))
-        return event
-
-    @property
-    def backlogged(self) -> np.ndarray:
-        """Per controller: writes wait for drained slots, so the visible flow keeps the
-        WPQ full while it runs."""
-        return self.held < self.writes
-
-    def idle_correction(self, progress: float) -> dict[str, float]:
-        """For a stream stopped at ``progress`` of its visible flow: what the writes it
-        got accepted would need on an idle device (an empty WPQ takes the first
-        ``write_queue`` of them at once), less the share ``progress`` of its whole idle
-        need that the flow's own alone time counts."""
-        queue = self.device.write_queue
-        moved = self.held + progress * (self.writes - self.held)
-        reached = self.per_write * np.maximum(moved - queue, 0)
-        whole = self.per_write * np.maximum(self.writes - queue, 0)
-        return self.device._by_resource(reached - progress * whole)
-
-    def _accepted(self, flow: Flow) -> None:
-        """Persist ticks from the visible flow's progress, for whoever listens; hand
-        over to the drain. A flow stopped early (its window closed) wrote only the
-        requests it reached; one that ran to its end wrote them all."""
-        listeners = self.device.write_listeners
-        self.persisted = int(self.addresses.size)
-        if listeners or flow.done < 1.0:
-            accept = self.accept()
-            reached = accept <= flow.done + 1e-9
-            self.persisted = int(reached.sum())
-            if listeners:
-                persisted = self._persist_ticks(flow, accept, reached)
-                for listener in listeners:
-                    listener(persisted)
-        network = flow.network
-        if flow.done < 1.0:  # stopped: what reached the WPQ still drains
-            scaled = {k: v * flow.done for k, v in self.drain.needs.items()}
-            self.drain.needs = {k: v for k, v in scaled.items() if v > 0}
-            self.drain.owner = flow.owner
-            network.start(self.drain)
-        pending, self._waiting = self._waiting, []
-        for fraction, event in pending:
-            chained = network.milestone(self.drain, fraction)
-            chained.callbacks.append(lambda _e, event=event: event.succeed())
-
-    def _persist_ticks(self, flow: Flow, accept: np.ndarray, reached: np.ndarray):
-        """The requests ``reached`` and the tick each entered the persistence domain."""
-        idle_issue = flow.start + np.arange(accept.size) * self.issue_step
-        accepted_all = np.maximum(flow.tick_at(np.minimum(accept, flow.done)), idle_issue)
-        accepted = accepted_all[reached]
-        if self.device._domain() == "adr":  # durable once the WPQ has accepted it
-            ticks = accepted + self.offset + self.device.write_latency
-        else:  # eADR / GPF: durable once issued (caches and buffers are in the domain)
-            issued = self._issued(flow, idle_issue, accepted_all)[reached]
-            ticks = np.minimum(issued, accepted) + self.offset
-        return PersistedWrites(
-            flow.owner,
-            self.addresses[reached],
-            self.size,
-            np.ceil(ticks).astype(np.int64),
-            flow.start + self.offset,
-        )
-
-    def _issued(self, flow: Flow, idle: np.ndarray, accepted: np.ndarray) -> np.ndarray:
-        """When each request really left the issuer, from the served progress: a
-        requester with ``window`` requests in flight issues request k once request
-        k - window has been accepted (not before its idle schedule, nor before request
-        k - 1: requests leave in order), so load that
-        slows acceptance delays the issue; one without a window issues as the stream is
-        served (request k at the progress of the k requests before it)."""
-        count = idle.size
-        if not math.isfinite(self.window):
-            return flow.tick_at(np.arange(count) / max(count, 1))
-        lag = int(self.window)
-        issued = idle.copy()
-        if lag < count:
-            issued[lag:] = np.maximum(idle[lag:], accepted[: count - lag])
-        return np.maximum.accumulate(issued)  # requests leave in order
-
-    def _drained(self, _flow: Flow) -> None:
-        """No read waits on a drained stream: its per-request arrays go now, not when
-        the cycle collector next reaches the flow graph (they held 40 MB a batch of
-        RM2 on cxl until a full collection)."""
-        self.device._active_writes.remove(self)
-        self.addresses = self.lines = self.key = _NOTHING
-        self.accept = _no_accept
-        self._last = None
 
 
 class MemoryDevice(SimObject):
@@ -356,7 +152,7 @@ class MemoryDevice(SimObject):
         )
         self.readOps = self.scalar("readOps", "read ops (request streams)", "Count")
         self.writeOps = self.scalar("writeOps", "write ops (request streams)", "Count")
-        object.__setattr__(self, "_active_writes", [])
+        object.__setattr__(self, "active_writes", [])
         object.__setattr__(self, "write_listeners", [])
         object.__setattr__(self, "stream_listeners", [])
         object.__setattr__(self, "event_source", None)
@@ -470,8 +266,8 @@ class MemoryDevice(SimObject):
         service = unit * TICKS_PER_SECOND / self.ctrl_read_bandwidth
         return MemStream(
             self,
-            self._by_resource(need_c),
-            self._by_resource(media_c),
+            self.by_resource(need_c),
+            self.by_resource(media_c),
             self._window_ticks(addr.size, self.read_latency, window),
             max(math.floor(self.read_latency - service), 0),
             int(addr.size),
@@ -543,7 +339,7 @@ class MemoryDevice(SimObject):
     def foresee_read(self, addresses: np.ndarray, size: int) -> None:
         """Digest now a stream of reads of ``size`` bytes at read-only ``addresses`` that
         the engine will issue later (MemoryDevice.read then finds it made): the batch
-        maker's thread calls it (simulate/prefetch.py). Only what depends on the
+        maker's thread calls it (simulate/run/prefetch.py). Only what depends on the
         addresses and the geometry is made; nothing of the device's state is read or
         changed."""
         if self._foreseeable(addresses, size):
@@ -606,7 +402,7 @@ class MemoryDevice(SimObject):
             latency / window if math.isfinite(window) else 0.0,
             plan.line,
             key,
-            self._by_resource(need_c * (1 - share)),
+            self.by_resource(need_c * (1 - share)),
             writes_c,
             np.divide(need_c, writes_c, out=np.zeros(n), where=writes_c > 0),
             visible_c,
@@ -615,7 +411,7 @@ class MemoryDevice(SimObject):
         )
         turn = self._turn(need_c, plan.count_c)
         stream.drain.weight = turn or 1.0  # the drain needs only the controllers
-        self._active_writes.append(stream)
+        self.active_writes.append(stream)
         _add_per_controller(
             ctrls,
             bytesWritten=[float(v) for v in plan.covered_c.tolist()],
@@ -630,8 +426,8 @@ class MemoryDevice(SimObject):
         self.dynamicEnergy += float(energy)
         return MemStream(
             self,
-            self._by_resource(need_c * share),
-            self._by_resource((writes_c + rmw_c) * unit),
+            self.by_resource(need_c * share),
+            self.by_resource((writes_c + rmw_c) * unit),
             self._window_ticks(addr.size, self.write_latency, window),
             self.write_latency,
             int(addr.size),
@@ -640,7 +436,7 @@ class MemoryDevice(SimObject):
             turn,
             None
             if np.array_equal(idle_c, visible_c)
-            else self._by_resource(
+            else self.by_resource(
                 need_c * np.divide(idle_c, writes_c, out=np.zeros(n), where=writes_c > 0)
             ),
         )
@@ -650,7 +446,7 @@ class MemoryDevice(SimObject):
         for listener in self.stream_listeners:
             listener(IssuedStream(kind, addr, size, outstanding))
 
-    def _domain(self) -> str:
+    def effective_domain(self) -> str:
         return getattr(self, "domain", self.persist_domain)
 
     def _controllers(self) -> list[MemoryController]:
@@ -673,7 +469,7 @@ class MemoryDevice(SimObject):
         else the queue less what earlier streams still hold for their drain."""
         queue = self.write_queue
         held = np.zeros(self.controllers)
-        for stream in self._active_writes:
+        for stream in self.active_writes:
             visible = stream.visible
             if visible is None or visible.start < 0:
                 continue  # not started: a stream of the same stage
@@ -694,7 +490,7 @@ class MemoryDevice(SimObject):
         line_read = self.access_unit * TICKS_PER_SECOND / self.ctrl_read_bandwidth
         return float(need_c[busiest] / max(requests_c[busiest], 1) / line_read)
 
-    def _by_resource(self, per_ctrl: np.ndarray) -> dict[str, float]:
+    def by_resource(self, per_ctrl: np.ndarray) -> dict[str, float]:
         """Per-controller figures by resource name, the controllers without any left out
         (needs are never negative; an idle correction may be)."""
         names = self._resource_names()
@@ -775,7 +571,7 @@ class MemoryDevice(SimObject):
         """The write streams still draining whose lines a read stream's ``span`` of
         lines meets."""
         low, high = span
-        return [s for s in self._active_writes if s.span[1] >= low and s.span[0] <= high]
+        return [s for s in self.active_writes if s.span[1] >= low and s.span[0] <= high]
 
     def _sorted_view(
         self, addr: np.ndarray, size: int, distinct: tuple[np.ndarray, np.ndarray] | None
@@ -848,115 +644,3 @@ def _add_per_controller(ctrls: list[MemoryController], **amounts: list) -> None:
     """Each named counter of each controller += its amount (one list per counter)."""
     for name, values in amounts.items():
         add_each([getattr(ctrl, name) for ctrl in ctrls], values)
-
-
-def write_range(
-    device: MemoryDevice, start: int, nbytes: int, burst: int, outstanding: int | None = None
-) -> MemStream:
-    """Bytes [start, start + nbytes) written in bursts that never cross a burst boundary
-    (the AXI 4 KiB rule DMA engines and page-wise copies follow): a head up to the first
-    boundary, whole bursts, and a tail that stops at the end of the range."""
-    end = start + nbytes
-    first = min(-(-start // burst) * burst, end)
-    last = max(end // burst * burst, first)
-    count = (last - first) // burst
-    parts = [
-        device.write(np.array([start], dtype=np.int64), first - start, outstanding)
-        if first > start
-        else None,
-        device.write(first + np.arange(count, dtype=np.int64) * burst, burst, outstanding)
-        if count
-        else None,
-        device.write(np.array([last], dtype=np.int64), end - last, outstanding)
-        if end > last
-        else None,
-    ]
-    live = [part for part in parts if part is not None]
-    return concurrent(*live) if live else device.write(np.zeros(0, dtype=np.int64), burst)
-
-
-def concurrent(*streams: MemStream) -> MemStream:
-    """Streams served side by side on different devices as one (a cache and its
-    backing store): needs add up, the slower latency and window count."""
-    live = [s for s in streams if s.requests]
-    if not live:
-        return streams[0]
-    return MemStream(
-        live[0].device,
-        add_needs([s.needs for s in live]),
-        add_needs([s.bytes for s in live]),
-        max(s.min_ticks for s in live),
-        max(s.latency for s in live),
-        sum(s.requests for s in live),
-        [g for s in live for g in s.gates],
-        [w for s in live for w in s.writes],
-        _turn_per_request(live),
-        add_needs([s.idle_needs or s.needs for s in live])
-        if any(s.idle_needs is not None for s in live)
-        else None,
-    )
-
-
-def add_needs(parts: list[dict[str, float]]) -> dict[str, float]:
-    """Needs (or bytes) per resource, added over the parts."""
-    total: dict[str, float] = {}
-    for part in parts:
-        for key, value in part.items():
-            total[key] = total.get(key, 0.0) + value
-    return total
-
-
-def _turn_per_request(streams: list[MemStream]) -> float | None:
-    """Streams served as one take one turn per request each, so their combined media
-    time per request is the request-weighted mean: a record's one-request header does
-    not lend its line write's cost to the thousands of small entries beside it."""
-    turned = [s for s in streams if s.turn is not None]
-    if not turned:
-        return None
-    return sum(s.turn * s.requests for s in turned) / sum(s.requests for s in turned)
-
-
-def stage(
-    *streams: MemStream,
-    compute: dict[str, float] | None = None,
-    latency: int = 0,
-    along: Stage | None = None,
-) -> Stage:
-    """One pipelined stage over memory streams (and compute, and ``along``: a transfer
-    feeding them): every stream's requests, the arithmetic and the transfer flow
-    together, so the stage lasts as long as its most loaded resource under sharing; the
-    first request's latencies (the transfer, then each stream in turn, as a row is read,
-    then computed on, then written) come once, at the end."""
-    feeding = along.flows if along is not None else []
-    others = [f.needs for f in feeding] + [compute or {}]
-    needs = add_needs([s.needs for s in streams] + others)
-    nbytes = add_needs([s.bytes for s in streams] + [f.bytes for f in feeding])
-    min_ticks = max([s.min_ticks for s in streams] + [f.min_ticks for f in feeding], default=0.0)
-    weight = _stage_weight(streams, max(needs.values(), default=0.0))
-    alone = None
-    if any(s.idle_needs is not None for s in streams):
-        idle = [s.idle_needs or s.needs for s in streams]
-        alone = add_needs(idle + others)
-    flow = Flow(needs, min_ticks=min_ticks, weight=weight, bytes=nbytes, alone_needs=alone)
-    offset = along.latency if along is not None else 0
-    gates = list(along.gates) if along is not None else []
-    for s in streams:
-        for writes in s.writes:
-            writes.attach(flow, offset)
-        offset += s.latency if s.requests else 0
-        gates += s.gates
-    return Stage([flow], latency + offset, gates)
-
-
-def _stage_weight(streams: tuple[MemStream, ...], scale: float) -> float:
-    """The weight of a stage's flow. A flow's share is counted on its most-needed
-    resource (``scale``); under ``requests`` arbitration its share of the controller its
-    heaviest stream needs most must be one turn per request there, so the turn is
-    scaled up when something else (a link) is the flow's most-needed resource."""
-    live = [s for s in streams if s.needs]
-    if not live:
-        return 1.0
-    heaviest = max(live, key=lambda s: max(s.needs.values()))
-    if heaviest.turn is None:
-        return 1.0
-    return heaviest.turn * scale / max(heaviest.needs.values())

@@ -5,7 +5,7 @@ Two things make a stream's digest (components/memory/digest.py) worth keeping:
   array (TrainingBoard.unique_addresses), and every read starts with cold buffers, so
   the second read's counts are the first's;
 - a digest depends on the addresses and the device's geometry only, so the thread that
-  makes the next batch (simulate/prefetch.py) can digest that batch's streams ahead of
+  makes the next batch (simulate/run/prefetch.py) can digest that batch's streams ahead of
   the engine's thread (MemoryDevice.foresee_read, foresee_write), which then finds
   them done.
 

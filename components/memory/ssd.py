@@ -7,9 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from components.memory.base import MemoryDevice, MemStream, concurrent
+from components.memory.base import MemoryDevice
 from components.memory.dram import Dram
 from components.memory.lru import LruRows
+from components.memory.stages import MemStream, concurrent
 from components.sim.params import Bandwidth, Energy, Int, Latency, MemorySize, Power, positive
 from components.sim.simobject import SimObject
 

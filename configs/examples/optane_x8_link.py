@@ -15,13 +15,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from simulate.startup import quiet_interrupts  # noqa: E402
+from simulate.run.startup import quiet_interrupts  # noqa: E402
 
 quiet_interrupts("optane_x8_link.py")
 
 from components.boards.cxl import CxlBoard  # noqa: E402
 from components.memory.pmem import Pmem  # noqa: E402
-from simulate.cli import QuietParser, run_main  # noqa: E402
+from simulate.run.cli import QuietParser, run_main  # noqa: E402
 from simulate.simulator import Simulator, compare  # noqa: E402
 from workloads.workload import DlrmWorkload  # noqa: E402
 

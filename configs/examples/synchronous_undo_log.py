@@ -17,14 +17,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from simulate.startup import quiet_interrupts  # noqa: E402
+from simulate.run.startup import quiet_interrupts  # noqa: E402
 
 quiet_interrupts("synchronous_undo_log.py")
 
 from components.boards.base import BatchOps  # noqa: E402
 from components.boards.cxl import CxlBBoard  # noqa: E402
 from components.sim.schedule import Op  # noqa: E402
-from simulate.cli import QuietParser, run_main  # noqa: E402
+from simulate.run.cli import QuietParser, run_main  # noqa: E402
 from simulate.simulator import Simulator, compare  # noqa: E402
 from workloads.workload import DlrmWorkload  # noqa: E402
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from components.sim.mpl import check_backend
-from simulate.options import UsageError
+from simulate.run.options import UsageError
 from simulate.sweeps import collect
 from simulate.sweeps.slurm import sbatch_directives
 from simulate.sweeps.spec import Sweep

@@ -16,7 +16,7 @@ from typing import Any
 from tqdm import tqdm
 
 from components.sim.outputs import replacing_files
-from simulate.options import UsageError
+from simulate.run.options import UsageError
 from simulate.sweeps import store
 
 FLATTENED = ("batch_time_ms", "breakdown_ms")

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from simulate import configure
-from simulate.cli import raise_received
-from simulate.options import RunOptions
+from simulate.run import configure
+from simulate.run.cli import raise_received
+from simulate.run.options import RunOptions
 from simulate.sweeps import executors, store
 from simulate.sweeps.runid import canonical
 from simulate.sweeps.runner import DONE, FAILED, SKIPPED, Outcome, run_one

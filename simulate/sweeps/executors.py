@@ -22,9 +22,9 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
-from simulate import prefetch
-from simulate.cli import arm_parent_death
-from simulate.options import RunOptions, UsageError
+from simulate.run import prefetch
+from simulate.run.cli import arm_parent_death
+from simulate.run.options import RunOptions, UsageError
 from simulate.sweeps.runid import run_id
 from simulate.sweeps.runner import FAILED, Outcome, run_one
 from simulate.sweeps.slurm import submitit_parameters

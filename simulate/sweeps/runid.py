@@ -12,7 +12,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from simulate.options import RunOptions
+from simulate.run.options import RunOptions
 from workloads.models import DEFAULT_BATCH_SIZE
 
 ID_LENGTH = 12

@@ -9,8 +9,8 @@ import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from simulate.cli import raise_received
-from simulate.options import RunOptions
+from simulate.run.cli import raise_received
+from simulate.run.options import RunOptions
 from simulate.sweeps import store
 from simulate.sweeps.runid import canonical, run_id
 
@@ -37,7 +37,7 @@ def run_one(options: RunOptions) -> Outcome:
 
     Errors become a failed/<id>.txt entry and a FAILED outcome, so a sweep goes on.
     """
-    from simulate.job import run_job
+    from simulate.simulator import run_job
 
     final = Path(options.outdir)
     outroot, identity = final.parent, run_id(options)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from simulate.options import UsageError
+from simulate.run.options import UsageError
 
 _TIME = re.compile(r"^(?:(\d+)-)?(\d+):(\d\d):(\d\d)$")
 _MEM = re.compile(r"^(\d+)\s*([KMGT])i?B?$", re.IGNORECASE)

@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from simulate.options import (
+from simulate.run.options import (
     QuietParser,
     RunOptions,
     UsageError,
@@ -197,10 +197,10 @@ def _dimensions(axes: dict[str, list], groups: Any) -> list[list[dict[str, Any]]
 def _validate_boards(runs: list[Run], origins: dict[str, str]) -> None:
     """Build each distinct board once with its --set paths applied, without simulating."""
     try:
-        from simulate import job
+        from simulate import simulator
     except ImportError:
-        job = None
-    validate = getattr(job, "validate", None)
+        simulator = None
+    validate = getattr(simulator, "validate", None)
     seen: set[str] = set()
     for run in runs:
         options = run.options

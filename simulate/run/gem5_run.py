@@ -23,15 +23,15 @@ from components.gem5.ops import (
 )
 from components.gem5.record import RecordingScheduler, record_devices
 from components.sim.engine import Engine
-from simulate.configure import (
+from simulate.run.configure import (
     batch_size_of,
     connected_board,
     input_generator,
     prepare,
     resolve_spec,
 )
-from simulate.host import drive_batches
-from simulate.options import RunOptions, parse_run_options
+from simulate.run.host import drive_batches
+from simulate.run.options import RunOptions, parse_run_options
 
 START_TICK = 1000  # 1 ns: a generator refused at tick 0 trips BaseTrafficGen's retry assert
 

@@ -31,10 +31,10 @@ from components.sim.engine import Engine
 from components.sim.outputs import global_rows, write_outdir
 from components.sim.schedule import Scheduler
 from components.sim.units import ticks_to_ms
-from simulate.configure import batch_size_of, connected_board, input_generator, resolve_spec
-from simulate.host import drive_batches
-from simulate.job import BREAKDOWN, batch_windows, options_dict
-from simulate.options import RunOptions, SamplePlan
+from simulate.run.configure import batch_size_of, connected_board, input_generator, resolve_spec
+from simulate.run.host import drive_batches
+from simulate.run.job import BREAKDOWN, batch_windows, options_dict
+from simulate.run.options import RunOptions, SamplePlan
 from workloads.opgraph import build_demand
 
 # Student-t 0.975 quantiles for 1..30 degrees of freedom (any statistics table, e.g.

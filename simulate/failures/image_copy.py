@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from components.sim.outputs import STAGING, check_replaceable, process_alive
-from simulate.options import RunOptions
+from simulate.run.options import RunOptions
 
 
 def _working_path(image: Path) -> Path:

@@ -1,7 +1,7 @@
 """Quiet Ctrl-C while an entry point is still importing numpy and the simulator.
 
 Imported by configs/ and scripts/ before their heavy imports (it imports nothing
-heavy itself); simulate.cli.run_main takes SIGINT over once the work starts.
+heavy itself); simulate.run.cli.run_main takes SIGINT over once the work starts.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What one failure-tolerance scheme costs, timed by the engine: a batch, a checkpoint
 at a given interval, a recovery. ``scripts/compare_ft.py`` strings these into long runs
-(simulate/goodput.py)."""
+(simulate/failures/goodput.py)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,12 @@ from components.energy import EnergyReport
 from components.sim.engine import Engine
 from components.sim.schedule import Scheduler
 from components.sim.units import TICKS_PER_SECOND
-from simulate.configure import batch_size_of, connected_board, input_generator, resolve_spec
-from simulate.goodput import Scheme
-from simulate.host import drive_batches
-from simulate.job import run_job
-from simulate.options import RunOptions
+from simulate.failures.goodput import Scheme
+from simulate.run.configure import batch_size_of, connected_board, input_generator, resolve_spec
+from simulate.run.host import drive_batches
+from simulate.run.job import run_plain
+from simulate.run.options import RunOptions
+from simulate.run.preflight import failure_run
 from workloads.inputs import DEFAULT_ZIPF_EXPONENT
 from workloads.row_union import expected_distinct_rows
 
@@ -27,8 +28,11 @@ TIMED_ROWS = 1 << 18  # rows of a differential timed in detail; others scale by 
 
 def timed_run(options: RunOptions, **fields) -> dict:
     """results.json of a run of ``options`` (outputs in a scratch directory)."""
+    from simulate.failures.run import run_failure_job  # it imports this room's injection
+
     with tempfile.TemporaryDirectory() as outdir:
-        return run_job(replace(options, outdir=outdir, progress=False, **fields))
+        run = replace(options, outdir=outdir, progress=False, **fields)
+        return run_failure_job(run) if failure_run(run) else run_plain(run)
 
 
 def _op_seconds(options: RunOptions, body) -> float:

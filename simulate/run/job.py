@@ -1,4 +1,5 @@
-"""One training run: a model's batches on one system's board, timed and written out.
+"""One run without failures: a model's batches on one system's board, timed, summarized
+and written out (the failure room adds its ``failure`` field through ``write_run``).
 
 The host side generates each batch's inputs just ahead of the simulated machine
 (batch N+1 is generated once batch N has started), so memory stays bounded by a few
@@ -9,7 +10,8 @@ from __future__ import annotations
 
 import resource
 import time
-from dataclasses import asdict, replace
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,86 +24,90 @@ from components.sim.engine import Engine
 from components.sim.outputs import global_rows, write_outdir
 from components.sim.schedule import Scheduler, critical_path
 from components.sim.units import ticks_to_ms
-from simulate.configure import (
+from simulate.run.configure import (
     batch_size_of,
     connected_board,
     input_generator,
-    prepare,
-    resolve_functional,
     resolve_spec,
 )
-from simulate.failures import failure_field, record_run
-from simulate.host import drive_batches
-from simulate.image_copy import named_as_given, working_image
-from simulate.options import RunOptions, SamplePlan, UsageError
-from simulate.preflight import check_paths, failure_run
+from simulate.run.host import drive_batches
+from simulate.run.options import RunOptions, UsageError
 from workloads.models import ModelSpec
 from workloads.training import FunctionalTrainer
 
 BREAKDOWN = ("embedding", "transfer", "bottom_mlp", "top_mlp", "checkpoint", "contention")
 
 
-def validate(options: RunOptions, writes_outdir: bool = True) -> None:
-    """Raise the error a run with these options would stop on, without running it.
-    Machine-independent (a sweep validates here and may run elsewhere): the memory
-    check against this machine is ``preflight.check_memory``."""
-    prepare(options)
-    check_paths(options, writes_outdir)
+@dataclass
+class Simulated:
+    """What one simulation of a run leaves for its outputs: the model and batch size
+    as resolved, the board and scheduler as they ended, the batches' end ops, the
+    functional trainer and its inputs (functional runs), the end tick and a pool's
+    other jobs' end ops."""
+
+    spec: ModelSpec
+    batch_size: int
+    board: TrainingBoard
+    scheduler: Scheduler
+    ends: list
+    trainer: FunctionalTrainer | None
+    generator: Any
+    sim_ticks: int
+    pool_ends: list[list] = field(default_factory=list)
 
 
-def run_job(options: RunOptions) -> dict[str, Any]:
-    """Simulate one run and write its outputs; returns results.json's content. A failure
-    run simulates once: its recorded run gives both the stats and the failure reference.
-    A --pmem-image is changed only once everything else succeeded (image_copy)."""
+def refuse_under_gem5(options: RunOptions) -> None:
+    """What the gem5 realization cannot replay, refused before any work."""
     if gem5.available() and (options.sample_plan is not None or options.checkpoint != "paper"):
         raise UsageError("under gem5 a run replays every batch of the paper's protocols: "
                          "drop --sample and --checkpoint")  # fmt: skip
     if gem5.available() and options.pool_jobs > 1:
         raise UsageError("the gem5 realization replays one job: drop --pool-jobs")
-    if options.sample_plan is not None:
-        from simulate.sampling import run_sampled  # it builds on this module
-
-        return run_sampled(options, SamplePlan.parse(options.sample_plan))
-    with working_image(options) as working:
-        return _run_job(options, working)
 
 
-def _run_job(options: RunOptions, working: RunOptions) -> dict[str, Any]:
+def run_plain(options: RunOptions) -> dict[str, Any]:
+    """A run without failures: simulate every batch and write the outputs; returns
+    results.json's content."""
     started = time.monotonic()
-    recorded, pool_ends = None, []
-    if failure_run(options):
-        recorded = record_run(working)
-        spec, batch_size = resolve_functional(options)
-        board, scheduler, ends = recorded.board, recorded.scheduler, recorded.ends
-        trainer, generator = recorded.trainer, recorded.generator
-        sim_ticks = recorded.end_tick
-    else:
-        spec, batch_size, board, scheduler, ends, trainer, generator, sim_ticks, pool_ends = (
-            _simulate(options)
-        )
-    results = summarize(options, spec, batch_size, board, scheduler, ends, pool_ends)
-    if trainer is not None and options.functional:
+    return write_run(options, simulate_plain(options), started)
+
+
+def write_run(
+    options: RunOptions,
+    run: Simulated,
+    started: float,
+    extra: Callable[[], dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """Summarize a simulated run, add the fields ``extra`` makes once the summary is
+    taken (the failure room's ``failure``), replay it under gem5 where gem5 runs this,
+    and write the outdir."""
+    results = summarize(
+        options, run.spec, run.batch_size, run.board, run.scheduler, run.ends, run.pool_ends
+    )
+    if run.trainer is not None and options.functional:
         results["train"] = {
-            "loss": [round(x, 7) for x in trainer.losses],
-            **trainer.evaluate(generator),
+            "loss": [round(x, 7) for x in run.trainer.losses],
+            **run.trainer.evaluate(run.generator),
         }
-    if recorded is not None:
-        failure = failure_field(working, recorded)
-        results["failure"] = named_as_given(failure, working, options)
+    if extra is not None:
+        results.update(extra())
     if gem5.available():  # under gem5.opt: the memory ops again, timed by gem5
-        from simulate.gem5_run import run_under_gem5
+        from simulate.run.gem5_run import run_under_gem5
 
         results["gem5"] = run_under_gem5(options)
-    rows = global_rows(sim_ticks, time.monotonic() - started, _peak_memory())
-    rows += board.stat_rows()
-    rows += resource_rows(scheduler.network.use, sim_ticks)
-    config = {"options": options_dict(options, spec, batch_size), "board": board.config()}
+    rows = global_rows(run.sim_ticks, time.monotonic() - started, _peak_memory())
+    rows += run.board.stat_rows()
+    rows += resource_rows(run.scheduler.network.use, run.sim_ticks)
+    config = {
+        "options": options_dict(options, run.spec, run.batch_size),
+        "board": run.board.config(),
+    }
     plots = (lambda staging: plot_run(staging, results)) if options.plot else None
-    write_outdir(Path(options.outdir), rows, config, results, scheduler.records, plots)
+    write_outdir(Path(options.outdir), rows, config, results, run.scheduler.records, plots)
     return results
 
 
-def _simulate(options: RunOptions):
+def simulate_plain(options: RunOptions) -> Simulated:
     """The plain run: timing, and the numerics too with --functional."""
     spec, batch_size = resolve_spec(options), batch_size_of(options)
     engine = Engine()
@@ -124,7 +130,9 @@ def _simulate(options: RunOptions):
         desc=f"{options.system}/{options.model}", progress=options.progress, pool=pool,
     )  # fmt: skip
     pool_ends = [job_ends for _, job_ends in pool]
-    return spec, batch_size, board, scheduler, ends, trainer, generator, engine.now, pool_ends
+    return Simulated(
+        spec, batch_size, board, scheduler, ends, trainer, generator, engine.now, pool_ends
+    )
 
 
 def plot_run(outdir: Path, results: dict[str, Any]) -> None:

@@ -1,4 +1,4 @@
-"""crashcheck on the software checkpoint policies (simulate/ft_crashcheck.py): no
+"""crashcheck on the software checkpoint policies (simulate/failures/software.py): no
 violation for the real ones, at crash points inside every checkpoint's snapshot and
 write; each mutant of tests/protocol_mutants.py's FT_MUTANTS caught."""
 
@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from protocol_mutants import FT_MUTANTS, DropsChainForNewFull, TrustsTornCheckpoint
 
-from simulate.crashcheck import crashcheck
-from simulate.ft_crashcheck import crash_ticks
-from simulate.options import RunOptions
-from simulate.recording import run_stretch
+from simulate.failures.crashcheck import crashcheck
+from simulate.failures.recording import run_stretch
+from simulate.failures.software import crash_ticks
+from simulate.run.options import RunOptions
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 ROOT = Path(__file__).resolve().parents[1]

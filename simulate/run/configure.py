@@ -16,7 +16,7 @@ from components.boards.disaggregated import DisaggregatedBoard
 from components.boards.software_ft import POLICIES, SOFTWARE_FT_SYSTEMS, SoftwareCheckpoint
 from components.sim.engine import Engine
 from components.sim.schedule import Scheduler
-from simulate.options import SYSTEMS, RunOptions, UsageError, multi_device, resolve_topology
+from simulate.run.options import SYSTEMS, RunOptions, UsageError, multi_device, resolve_topology
 from workloads.inputs import DEFAULT_ZIPF_EXPONENT, BatchSource, InputGenerator
 from workloads.models import DEFAULT_BATCH_SIZE, ModelSpec, get_model
 from workloads.shared_inputs import SharedBatches

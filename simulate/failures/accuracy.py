@@ -7,9 +7,9 @@ against the failure-free run on the same held-out batches.
 
 from __future__ import annotations
 
-from simulate.cli import QuietParser, UsageError
-from simulate.configure import input_generator, resolve_functional
-from simulate.options import RunOptions, check_failure_count, check_seed
+from simulate.run.cli import QuietParser, UsageError
+from simulate.run.configure import input_generator, resolve_functional
+from simulate.run.options import RunOptions, check_failure_count, check_seed
 from workloads.metrics import evaluate
 from workloads.training import EVAL_BATCH_OFFSET
 

@@ -20,7 +20,7 @@ from components import gem5
 from components.persistence.image import CorruptImage
 from components.sim.params import ConfigError
 from components.sim.units import UnitError
-from simulate.options import QuietParser, UsageError
+from simulate.run.options import QuietParser, UsageError
 from workloads.models import ModelSpecError, UnknownModelError
 from workloads.traces import TraceError
 from workloads.training import TrainingDiverged
@@ -129,7 +129,7 @@ def run_main(prog: str, main: Callable[[], int]) -> int:
     Cleanup inside ``main`` (``finally`` blocks, e.g. removing a staging outdir) runs
     before the line is printed, so an interrupted run leaves no partial outputs.
     """
-    # Ctrl-C raises KeyboardInterrupt, so cleanup runs (simulate.startup set it to exit
+    # Ctrl-C raises KeyboardInterrupt, so cleanup runs (simulate.run.startup set it to exit
     # at once while importing); under gem5.opt, gem5's own handler stays
     signums = (signal.SIGTERM,) if gem5.available() else (signal.SIGTERM, signal.SIGINT)
     with raising_on(*signums):

@@ -1,151 +1,40 @@
-"""Crash-state exploration: one recorded run, the crash states the persistency model
-allows, a recovery and a verdict for each.
+"""The crash states a persist journal allows, each recovered by a hardware protocol and
+judged by the oracle (failures/hardware.py explores with it).
 
-The run is simulated once; its journal (components/persistence/journal.py) is walked
-by the explorer (components/persistence/explorer.py): the timing's own persist order
-(prefix walk), then, in every crash interval, reorderings and torn subsets of the
-writes in flight. Each state is recovered by the system's protocol and judged by the
-oracle against what the protocol guarantees (simulate/oracle.py). A recovery's verdict
-is reused while the bytes of every region it read are unchanged (generations), so
-states that differ only where recovery does not look cost a dictionary lookup.
-
-More families are drawn from the states visited: failures DURING recovery (the
-recovery's earlier epochs durable, a torn subset of one epoch, then a fresh recovery
-that must reach the same state), media faults (one flipped bit in a record the
-recovery read, or in metadata: a record header field, a flag, the base record's
-header: it must be refused as corrupt or not matter) and failures in the training
-RESUMED after a recovery (the recovered image, a fresh recorded stretch from the
-resume batch, its crash states). Schedules are explored too (simulate/schedules.py):
-for every pair of concurrent ops the board does not order, the other finishing order.
+The journal (components/persistence/journal.py) is walked by the explorer
+(components/persistence/explorer.py): the timing's own persist order (prefix walk),
+then, in every crash interval, reorderings and torn subsets of the writes in flight. A
+recovery's verdict is reused while the bytes of every region it read are unchanged
+(generations), so states that differ only where recovery does not look cost a
+dictionary lookup. More families are drawn from the states visited: failures DURING
+recovery (the recovery's earlier epochs durable, a torn subset of one epoch, then a
+fresh recovery that must reach the same state), media faults (one flipped bit in a
+record the recovery read, or in metadata: a record header field, a flag, the base
+record's header: it must be refused as corrupt or not matter), and, at the recoveries
+drawn for it, training resumed from the recovered image (``resume``).
 """
 
 from __future__ import annotations
 
-import functools
-import sys
-import time
-from collections import Counter, defaultdict
-from dataclasses import dataclass, field, replace
-from itertools import chain
+from collections import defaultdict
 
 import numpy as np
-from tqdm import tqdm
 
 from components.persistence.explorer import CrashExplorer, CrashState, ExploreSettings
 from components.persistence.image import RECORD_HEADER, WORD, CorruptImage
 from components.persistence.protocols import Protocol, Recovery
 from components.persistence.writes import Writes, all_words
-from simulate.options import RunOptions
-from simulate.oracle import (
+from simulate.failures.crash_report import CheckSettings, CrashReport
+from simulate.failures.oracle import (
     DETECTED,
     VIOLATION,
     Expected,
     Guarantee,
     Reference,
     expected_for,
-    guarantee_for,
     mlp_matches,
-    reference_from,
     verdict,
 )
-from simulate.recording import (
-    ModelState,
-    Stretch,
-    build_journal,
-    initial_image,
-    protocol_for,
-    run_stretch,
-)
-from simulate.schedules import delayed_commits, reordered_schedules
-from workloads.training import DEFAULT_LR
-
-
-@dataclass(frozen=True)
-class CheckSettings:
-    """What to explore: ``explore`` (prefix walk and reordering), ``interrupted``
-    failures during recovery, ``media`` bit flips in records and ``metadata`` ones in
-    headers, flags and the base record (``metadata`` states, every field flipped in
-    each), drawn at random (seeded) from the distinct
-    recoveries the walk runs; ``resumed`` recoveries whose resumed training is recorded
-    and crashed again (its first ``resumed_batches``, ``resumed_prefix`` sampled persist
-    ticks of them); ``schedules``:
-    the other order of every pair of concurrent unordered ops (``schedule_prefix``
-    sampled persist ticks of each window, every crash interval in it reordered)."""
-
-    explore: ExploreSettings = ExploreSettings()
-    interrupted: int = 400
-    media: int = 64
-    metadata: int = 24
-    resumed: int = 2
-    resumed_prefix: int = 200
-    resumed_batches: int = 3
-    schedules: bool = True
-    schedule_prefix: int = 64
-
-
-@dataclass
-class CrashReport:
-    states: int = 0
-    seconds: float = 0.0
-    recoveries: int = 0
-    modes: Counter = field(default_factory=Counter)
-    verdicts: Counter = field(default_factory=Counter)
-    violations: list[dict] = field(default_factory=list)
-    interrupted: int = 0
-    media: int = 0
-    media_detected: int = 0
-    metadata: int = 0
-    metadata_detected: int = 0
-    resumed_runs: int = 0
-    schedules: int = 0
-    schedules_skipped: int = 0
-    guarantee: dict = field(default_factory=dict)
-    intervals: int = 0
-    exhaustive_intervals: int = 0
-    pair_coverage: tuple[float, float] = (1.0, 1.0)
-    pieces: int = 0
-    unmatched_bytes: int = 0
-    unhonoured_fences: list = field(default_factory=list)
-    cross_device: Counter = field(default_factory=Counter)
-
-    @property
-    def states_per_second(self) -> float:
-        return self.states / self.seconds if self.seconds > 0 else 0.0
-
-    @property
-    def recoveries_per_second(self) -> float:
-        return self.recoveries / self.seconds if self.seconds > 0 else 0.0
-
-    def summary(self) -> dict:
-        return {
-            "states": self.states,
-            "states_per_second": round(self.states_per_second, 1),
-            "recoveries": self.recoveries,
-            "recoveries_per_second": round(self.recoveries_per_second, 1),
-            "by_mode": dict(sorted(self.modes.items())),
-            "verdicts": dict(sorted(self.verdicts.items())),
-            "intervals": self.intervals,
-            "exhaustive_intervals": self.exhaustive_intervals,
-            "sampled_pair_coverage": {
-                "mean": round(self.pair_coverage[0], 4),
-                "min": round(self.pair_coverage[1], 4),
-            },
-            "interrupted_recoveries": self.interrupted,
-            "media_faults": self.media,
-            "media_faults_detected": self.media_detected,
-            "metadata_faults": self.metadata,
-            "metadata_faults_detected": self.metadata_detected,
-            "resumed_runs": self.resumed_runs,
-            "schedules": self.schedules,
-            "schedules_skipped": self.schedules_skipped,
-            "guarantee": self.guarantee,
-            **(
-                {"cross_device": dict(sorted(self.cross_device.items()))}
-                if self.cross_device
-                else {}
-            ),
-            "violations": len(self.violations),
-        }
 
 
 class Checker:
@@ -288,22 +177,17 @@ class Checker:
     def record(self, state: CrashState, outcome: tuple[str, str], kind: str | None = None):
         count = state.count if kind is None else 1
         kind = kind or self.family or state.mode
-        report = self.report
-        report.states += count
-        report.modes[kind] += count
-        report.verdicts[outcome[0]] += count
         for label in self.protocol.cross_device(self.explorer.words):
-            report.cross_device[label] += count
-        if outcome[0] == VIOLATION:
-            report.violations.append(self.describe(state, kind, outcome[1]))
+            self.report.cross_device[label] += count
+        self.report.count(kind, outcome, count, state.tick, lambda: self.regions(state))
 
-    def describe(self, state: CrashState, kind: str, why: str) -> dict:
+    def regions(self, state: CrashState) -> list[str]:
+        """The regions a state's durable and torn pieces write."""
         j = self.explorer.journal
-        pieces = []
-        if state.durable is not None:
-            pieces = np.concatenate([state.durable, state.torn]).astype(np.int64)
-        regions = sorted({self.names[r] for r in j.region[pieces]}) if len(pieces) else []
-        return {"tick": state.tick, "mode": kind, "regions": regions, "why": why}
+        if state.durable is None:
+            return []
+        pieces = np.concatenate([state.durable, state.torn]).astype(np.int64)
+        return sorted({self.names[r] for r in j.region[pieces]}) if len(pieces) else []
 
     # ----- failures during recovery and media faults -------------------------------------
     def explore_recovery(self, rec: Recovery, state: CrashState, regions: tuple) -> None:
@@ -408,124 +292,12 @@ class Checker:
         return outcome
 
 
-def crashcheck(
-    options: RunOptions,
-    settings: CheckSettings | None = None,
-    protocol_class: type[Protocol] | None = None,
-    optimizer: str = "sgd",
-    stretch: Stretch | None = None,
-) -> CrashReport:
-    """Check recovery at every crash state the settings select (one recorded run), in
-    the other orders of its concurrent ops, and in the runs resumed after recoveries.
-    A software checkpoint policy (--checkpoint) is checked at its crash points instead
-    (simulate/ft_crashcheck.py; ``protocol_class``: a mutant of its recovery or policy)."""
-    if options.checkpoint != "paper":
-        from simulate.ft_crashcheck import crashcheck_software  # it builds on this module
-
-        resumed = (settings or CheckSettings()).resumed
-        return crashcheck_software(options, resumed, protocol_class)
-    settings = settings or CheckSettings(explore=ExploreSettings(seed=options.seed))
-    stretch = stretch or run_stretch(options, lr=DEFAULT_LR, optimizer=optimizer)
-    start = stretch.initial_state()
-    base = initial_image(options, optimizer=optimizer, state=start, layout=stretch.layout)
-    make = protocol_class or functools.partial(protocol_for, options.system)
-    protocol = make(base.layout)
-    journal = build_journal(protocol, stretch)
-    reference = reference_from(start)
-    reference.extend(stretch.facts)
-    reference.cache_all(options.batches)
-    bounds = guarantee_for(protocol.system_kind, stretch)
-    report = CrashReport(
-        pieces=len(journal),
-        unmatched_bytes=journal.unmatched_bytes,
-        unhonoured_fences=list(journal.unhonoured_fences),
-        guarantee=bounds.describe(),
-    )
-    started = time.perf_counter()
-    if settings.schedules:  # first: each variant walks a copy of the pristine image
-        quiet = CheckSettings(interrupted=0, media=0, metadata=0, resumed=0, schedules=False)
-        records = stretch.records
-        variants = chain(reordered_schedules(journal, records), delayed_commits(journal, records))
-        for variant in variants:
-            if variant is None:
-                report.schedules_skipped += 1
-                continue
-            report.schedules += 1
-            walk = replace(settings.explore, window=variant.window, prefix=settings.schedule_prefix)
-            other = CrashExplorer(variant.journal, base.words, walk)
-            held = bounds
-            if variant.ends is not None:  # a delayed commit: its bound moves with it
-                moved = {variant.first.uid: variant.ends}
-                held = guarantee_for(protocol.system_kind, stretch, moved=moved)
-            _walk(Checker(other, protocol, reference, report, quiet, held, "schedule"))
-            del other
-    explorer = CrashExplorer(journal, base.words, settings.explore, copy=False)
-    estimate = _estimate(journal, settings.explore)
-
-    def resume(words: np.ndarray) -> None:
-        _resumed(options, make, optimizer, start, stretch, words, bounds, report, settings)
-
-    checker = Checker(explorer, protocol, reference, report, settings, bounds, resume=resume)
-    progress = tqdm(
-        total=estimate,
-        desc=f"crash states {options.system}",
-        unit="state",
-        file=sys.stderr,
-        disable=not options.progress,
-        leave=False,
-    )
-    for state in explorer.walk(checker.watch):
-        before = report.states
-        checker.check(state)
-        progress.update(report.states - before)
-    progress.close()
-    sampled = [i.pair_coverage for i in explorer.intervals if not i.exhaustive]
-    report.intervals = len(explorer.intervals)
-    report.exhaustive_intervals = sum(i.exhaustive for i in explorer.intervals)
-    if sampled:
-        report.pair_coverage = (float(np.mean(sampled)), float(np.min(sampled)))
-    report.seconds = time.perf_counter() - started
-    return report
-
-
-def _walk(checker: Checker) -> None:
+def walk(checker: Checker) -> None:
     for state in checker.explorer.walk(checker.watch):
         checker.check(state)
 
 
-def _resumed(options, make, optimizer, start, stretch, words, bounds, report, settings) -> None:
-    """Recover a crash image, resume training from it (a fresh recorded stretch whose
-    writes land on the recovered image) and check the crash states of that stretch: a
-    recovery that leaves the image subtly wrong (stale flags, a base record it did not
-    finish) is caught by the failure after it."""
-    first = make(stretch.layout)
-    image = first.image_over(words.view(np.uint8))
-    try:
-        rec = first.recover(image)
-    except CorruptImage:
-        return  # already a violation of the walk
-    if rec.batch >= options.batches:
-        return
-    state = ModelState(rec.table, rec.mlp, rec.row_acc, rec.mlp_acc)
-    ahead = replace(options, batches=min(options.batches, rec.batch + settings.resumed_batches))
-    resumed = run_stretch(ahead, rec.batch, state, DEFAULT_LR, optimizer)
-    history = reference_from(start)
-    history.extend(stretch.facts)
-    history.extend(resumed.facts)
-    history.cache_all(ahead.batches)
-    protocol = make(image.layout)
-    journal = build_journal(protocol, resumed)
-    age = rec.batch - rec.mlp_batch
-    held = bounds.snapshots or ()
-    again = guarantee_for(protocol.system_kind, resumed, rec.batch, held, age)
-    walk = ExploreSettings(prefix=settings.resumed_prefix, budget=4, seed=settings.explore.seed)
-    explorer = CrashExplorer(journal, image.words, walk, copy=False)
-    sub = CheckSettings(walk, interrupted=20, media=0, metadata=0, resumed=0, schedules=False)
-    _walk(Checker(explorer, protocol, history, report, sub, again, "resumed"))
-    report.resumed_runs += 1
-
-
-def _estimate(journal, explore: ExploreSettings) -> int:
+def estimate_states(journal, explore: ExploreSettings) -> int:
     """Roughly how many states the walk will visit (for the progress bar and rates)."""
     prefix = np.unique(journal.p).size
     if explore.prefix >= 0:

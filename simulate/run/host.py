@@ -3,7 +3,7 @@
 Batch N+1 is trained on (with real numerics) and issued once batch N's lookup is
 done, as the training framework would hand the next batch to the devices; its inputs
 and demand are made ahead, on a second thread where a CPU is free for it
-(simulate/prefetch.py). Memory stays bounded by a few batches whatever the run's
+(simulate/run/prefetch.py). Memory stays bounded by a few batches whatever the run's
 length. The plain run, the recorded runs of the failure model and the gem5 replay all
 drive a board this way.
 """
@@ -19,9 +19,9 @@ from tqdm import tqdm
 
 from components.boards.base import BatchOps, TrainingBoard
 from components.sim.engine import Engine
-from simulate.cli import raise_received
-from simulate.heap import keep_freed_memory
-from simulate.prefetch import made_ahead
+from simulate.run.cli import raise_received
+from simulate.run.heap import keep_freed_memory
+from simulate.run.prefetch import made_ahead
 from workloads.inputs import Batch
 from workloads.models import ModelSpec
 from workloads.opgraph import BatchDemand, build_demand

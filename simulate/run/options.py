@@ -56,7 +56,7 @@ QUANTIZE = ("none", "8", "4")
 MAX_SEED = 2**32 - 1  # numpy's conventional 32-bit seed range; negative seeds are refused
 MAX_FAILURES_PER_BATCH = 8
 """Failures one run may inject, per batch it trains: a batch has about eight fenced
-crash intervals (preflight.INTERVALS_PER_BATCH), and a failure is a recovery plus a
+crash intervals (failures.crash_budget.INTERVALS_PER_BATCH), and a failure is a recovery plus a
 resumed stretch, so more failures revisit the same states at ever more cost
 (scripts/crashcheck.py explores states exhaustively instead)."""
 

@@ -1,4 +1,4 @@
-"""Power failures in software-policy runs (simulate/ft_failures.py): what recovery reads
+"""Power failures in software-policy runs (simulate/failures/software.py): what recovery reads
 back against an independent failure-free run cut at the checkpoint, a write torn by the
 failure falling back to the previous checkpoint, recovery time against bytes / store
 bandwidth + latencies, and the run's end."""
@@ -18,13 +18,13 @@ from components.persistence.checkpoints import ChainRecovery, CheckpointStore
 from components.sim.engine import Engine
 from components.sim.schedule import Scheduler
 from components.sim.units import TICKS_PER_SECOND, ticks_to_ms
-from simulate.configure import connected_board, input_generator, resolve_functional
-from simulate.failures import run_with_failures
-from simulate.ft_failures import stored_of, time_recovery
-from simulate.ft_oracle import StretchHistory
-from simulate.options import RunOptions
-from simulate.oracle import same_bits
-from simulate.recording import run_stretch
+from simulate.failures.inject import run_with_failures
+from simulate.failures.oracle import StretchHistory, same_bits
+from simulate.failures.recording import run_stretch
+from simulate.failures.recovery import time_store_recovery as time_recovery
+from simulate.failures.software import stored_of
+from simulate.run.configure import connected_board, input_generator, resolve_functional
+from simulate.run.options import RunOptions
 from workloads.opgraph import build_demand
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")

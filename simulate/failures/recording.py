@@ -30,9 +30,9 @@ from components.persistence.protocols import (
 )
 from components.sim.engine import Engine
 from components.sim.schedule import OpRecord, Scheduler
-from simulate.configure import connected_board, input_generator, prepare, resolve_functional
-from simulate.host import drive_batches
-from simulate.options import RunOptions
+from simulate.run.configure import connected_board, input_generator, prepare, resolve_functional
+from simulate.run.host import drive_batches
+from simulate.run.options import RunOptions
 from workloads.dlrm import DLRM
 from workloads.inputs import BatchSource
 from workloads.models import ModelSpec

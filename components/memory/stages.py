@@ -1,0 +1,153 @@
+"""Memory request streams as the engine runs them: what a stream needs of each resource
+(``MemStream``), streams served side by side (``concurrent``, ``write_range``), and a
+pipelined stage over streams, compute and a feeding transfer (``stage``): one flow whose
+end the flow network decides next to everything else running."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from components.memory.write_stream import WriteStream
+from components.sim.flows import Flow
+from components.sim.schedule import Stage
+
+
+class StreamDevice(Protocol):
+    """What a stream needs of the device it runs on (components.memory.base.MemoryDevice)."""
+
+    path: str
+
+    def write(
+        self, addresses: np.ndarray, size: int, outstanding: int | None = None
+    ) -> MemStream: ...
+
+
+@dataclass(eq=False)
+class MemStream:
+    """What one request stream needs of a device (see the module docstring)."""
+
+    device: StreamDevice
+    needs: dict[str, float]
+    bytes: dict[str, float]
+    min_ticks: float
+    latency: int
+    requests: int
+    gates: list = field(default_factory=list)
+    writes: list[WriteStream] = field(default_factory=list)
+    turn: float | None = None  # media time per request, under ``requests`` arbitration
+    idle_needs: dict[str, float] | None = None  # needs with an empty WPQ, where they differ
+
+
+def write_range(
+    device: StreamDevice, start: int, nbytes: int, burst: int, outstanding: int | None = None
+) -> MemStream:
+    """Bytes [start, start + nbytes) written in bursts that never cross a burst boundary
+    (the AXI 4 KiB rule DMA engines and page-wise copies follow): a head up to the first
+    boundary, whole bursts, and a tail that stops at the end of the range."""
+    end = start + nbytes
+    first = min(-(-start // burst) * burst, end)
+    last = max(end // burst * burst, first)
+    count = (last - first) // burst
+    parts = [
+        device.write(np.array([start], dtype=np.int64), first - start, outstanding)
+        if first > start
+        else None,
+        device.write(first + np.arange(count, dtype=np.int64) * burst, burst, outstanding)
+        if count
+        else None,
+        device.write(np.array([last], dtype=np.int64), end - last, outstanding)
+        if end > last
+        else None,
+    ]
+    live = [part for part in parts if part is not None]
+    return concurrent(*live) if live else device.write(np.zeros(0, dtype=np.int64), burst)
+
+
+def concurrent(*streams: MemStream) -> MemStream:
+    """Streams served side by side on different devices as one (a cache and its
+    backing store): needs add up, the slower latency and window count."""
+    live = [s for s in streams if s.requests]
+    if not live:
+        return streams[0]
+    return MemStream(
+        live[0].device,
+        add_needs([s.needs for s in live]),
+        add_needs([s.bytes for s in live]),
+        max(s.min_ticks for s in live),
+        max(s.latency for s in live),
+        sum(s.requests for s in live),
+        [g for s in live for g in s.gates],
+        [w for s in live for w in s.writes],
+        _turn_per_request(live),
+        add_needs([s.idle_needs or s.needs for s in live])
+        if any(s.idle_needs is not None for s in live)
+        else None,
+    )
+
+
+def add_needs(parts: list[dict[str, float]]) -> dict[str, float]:
+    """Needs (or bytes) per resource, added over the parts."""
+    total: dict[str, float] = {}
+    for part in parts:
+        for key, value in part.items():
+            total[key] = total.get(key, 0.0) + value
+    return total
+
+
+def _turn_per_request(streams: list[MemStream]) -> float | None:
+    """Streams served as one take one turn per request each, so their combined media
+    time per request is the request-weighted mean: a record's one-request header does
+    not lend its line write's cost to the thousands of small entries beside it."""
+    turned = [s for s in streams if s.turn is not None]
+    if not turned:
+        return None
+    return sum(s.turn * s.requests for s in turned) / sum(s.requests for s in turned)
+
+
+def stage(
+    *streams: MemStream,
+    compute: dict[str, float] | None = None,
+    latency: int = 0,
+    along: Stage | None = None,
+) -> Stage:
+    """One pipelined stage over memory streams (and compute, and ``along``: a transfer
+    feeding them): every stream's requests, the arithmetic and the transfer flow
+    together, so the stage lasts as long as its most loaded resource under sharing; the
+    first request's latencies (the transfer, then each stream in turn, as a row is read,
+    then computed on, then written) come once, at the end."""
+    feeding = along.flows if along is not None else []
+    others = [f.needs for f in feeding] + [compute or {}]
+    needs = add_needs([s.needs for s in streams] + others)
+    nbytes = add_needs([s.bytes for s in streams] + [f.bytes for f in feeding])
+    min_ticks = max([s.min_ticks for s in streams] + [f.min_ticks for f in feeding], default=0.0)
+    weight = _stage_weight(streams, max(needs.values(), default=0.0))
+    alone = None
+    if any(s.idle_needs is not None for s in streams):
+        idle = [s.idle_needs or s.needs for s in streams]
+        alone = add_needs(idle + others)
+    flow = Flow(needs, min_ticks=min_ticks, weight=weight, bytes=nbytes, alone_needs=alone)
+    offset = along.latency if along is not None else 0
+    gates = list(along.gates) if along is not None else []
+    for s in streams:
+        for writes in s.writes:
+            writes.attach(flow, offset)
+        offset += s.latency if s.requests else 0
+        gates += s.gates
+    return Stage([flow], latency + offset, gates)
+
+
+def _stage_weight(streams: tuple[MemStream, ...], scale: float) -> float:
+    """The weight of a stage's flow. A flow's share is counted on its most-needed
+    resource (``scale``); under ``requests`` arbitration its share of the controller its
+    heaviest stream needs most must be one turn per request there, so the turn is
+    scaled up when something else (a link) is the flow's most-needed resource."""
+    live = [s for s in streams if s.needs]
+    if not live:
+        return 1.0
+    heaviest = max(live, key=lambda s: max(s.needs.values()))
+    if heaviest.turn is None:
+        return 1.0
+    return heaviest.turn * scale / max(heaviest.needs.values())

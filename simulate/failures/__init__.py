@@ -1,0 +1,1 @@
+"""What a power failure does: injection, recovery, the oracle, crash exploration."""

@@ -1,0 +1,14 @@
+"""Which failure-tolerance scheme a run's options name: the system's own persistence
+protocol (--checkpoint paper) or a software checkpoint policy (cpr, check-n-run, none)."""
+
+from __future__ import annotations
+
+from simulate.failures.hardware import PersistenceProtocol
+from simulate.failures.software import CheckpointPolicy
+from simulate.failures.tolerance import FailureTolerance
+from simulate.run.options import RunOptions
+
+
+def scheme_for(options: RunOptions) -> type[FailureTolerance]:
+    """The scheme class whose guarantee a failure of this run is judged by."""
+    return PersistenceProtocol if options.checkpoint == "paper" else CheckpointPolicy

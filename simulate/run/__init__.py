@@ -1,0 +1,1 @@
+"""How a run is driven, from options to outputs: configuration, preflight, batch loop."""
