@@ -43,6 +43,7 @@ from components.memory.digest import (
     held_max,
     held_max_sorted,
     line_span,
+    lines_of,
     sorted_in_lines,
 )
 from components.memory.memo import DigestMemo
@@ -540,6 +541,30 @@ class MemoryDevice(SimObject):
             or np.any(addr % chunk + size > chunk)
         )
 
+    def pending_keys(self, rows: np.ndarray, size: int) -> list[tuple[WriteStream, np.ndarray]]:
+        """Per write stream still draining lines that ``size``-byte requests at ``rows``
+        touch: the drain position (WriteStream.drained) each request waits for, 0 where
+        it waits for none. For a requester that retires in order (an in-order gather
+        pipeline), which must know where in its stream each wait falls, not only the
+        last one (``read``'s gates)."""
+        addr, _, span = self._check(rows, size, None)
+        unit = self.access_unit
+        first = lines_of(addr, unit)
+        touched = int((lines_of(addr + (size - 1), unit) - first).max(initial=0)) + 1
+        found = []
+        for stream in self._draining(span):
+            waiting, keys = stream.pending_lines()
+            if not waiting.size:
+                continue
+            wait = np.zeros(addr.size)
+            for step in range(touched):  # a request spans at most a few lines
+                line = np.minimum(first + step, lines_of(addr + (size - 1), unit))
+                slot = np.minimum(np.searchsorted(waiting, line), waiting.size - 1)
+                wait = np.maximum(wait, np.where(waiting[slot] == line, keys[slot], 0.0))
+            if wait.any():
+                found.append((stream, wait))
+        return found
+
     def foresee_read(self, addresses: np.ndarray, size: int) -> None:
         """Digest now a stream of reads of ``size`` bytes at read-only ``addresses`` that
         the engine will issue later (MemoryDevice.read then finds it made): the batch
@@ -895,6 +920,41 @@ def concurrent(*streams: MemStream) -> MemStream:
         if any(s.idle_needs is not None for s in live)
         else None,
     )
+
+
+def split_stream(stream: MemStream, addresses: np.ndarray, starts: np.ndarray) -> list[MemStream]:
+    """A read stream of ``addresses`` cut into the consecutive parts that begin at
+    request positions ``starts`` (the first 0), in issue order: each part needs the
+    share of every controller's time that its requests there make of the stream's, and
+    the requester's bound in proportion to its requests; the last part keeps the
+    stream's gates and the latency of its last request (stats stay booked once, by the
+    whole stream)."""
+    device, count = stream.device, addresses.size
+    geometry = device.geometry
+    ctrl = geometry.ctrl(lines_of(as_int64(addresses), geometry.unit))
+    part = np.searchsorted(starts, np.arange(count), side="right") - 1
+    n = device.controllers
+    per_part = np.bincount(part * n + ctrl, minlength=starts.size * n).reshape(-1, n)
+    share = per_part / np.maximum(per_part.sum(axis=0), 1)
+    names = device._resource_names()
+    sizes = np.diff(np.r_[starts, count])
+    parts = []
+    for j, requests in enumerate(sizes.tolist()):
+        last = j == starts.size - 1
+        scale = {name: float(share[j, c]) for c, name in enumerate(names)}
+        parts.append(
+            MemStream(
+                device,
+                {k: v * scale.get(k, requests / count) for k, v in stream.needs.items()},
+                {k: v * scale.get(k, requests / count) for k, v in stream.bytes.items()},
+                stream.min_ticks * requests / count,
+                stream.latency if last else 0,
+                int(requests),
+                list(stream.gates) if last else [],
+                turn=stream.turn,
+            )
+        )
+    return parts
 
 
 def add_needs(parts: list[dict[str, float]]) -> dict[str, float]:
