@@ -10,12 +10,14 @@ return stages; the board schedules them and the flow network times them.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
+from components.compute.gather import in_order_segments
 from components.memory.base import MemoryDevice
-from components.memory.stages import concurrent, stage, write_range
+from components.memory.stages import MemStream, concurrent, split_stream, stage, write_range
 from components.persistence.image import RECORD_HEADER
 from components.sim.params import Energy, Frequency, Int, MemorySize, Power, positive
 from components.sim.schedule import Stage
@@ -37,8 +39,10 @@ class NearMemoryEngine(SimObject):
     )
     outstanding = Int(
         256,
-        "PMEM requests in flight (64 tags per memory controller)",
-        "estimate: matches the 4 controllers' 64-entry read queues (gem5 NVM_2400_1x64)",
+        "PMEM requests in flight, the in-order gather pipeline's slots (64 per memory "
+        "controller); a read waiting on a draining line holds its slot",
+        "gem5 src/mem/NVMInterface.py NVM_2400_1x64: read_buffer_size = max_pending_reads "
+        "= 64 per controller, x 4 controllers in the paper's CXL-MEM",
         low=1,
     )
     scratchpad = MemorySize(
@@ -70,6 +74,11 @@ class NearMemoryEngine(SimObject):
             "mlpBytesReceived", "MLP size counter: bytes written to the MLP log", "Byte"
         )
         self.dynamicEnergy = self.scalar("dynamicEnergy", "arithmetic energy", "Joule", served=True)
+        self.gatedSegments = self.scalar(
+            "gatedSegments",
+            "gather segments that waited for a draining line read before them (in-order pipeline)",
+            "Count",
+        )
 
     def window(self, row_bytes: int) -> int:
         """Rows in flight: request tags, and rows the scratchpad can hold."""
@@ -81,11 +90,36 @@ class NearMemoryEngine(SimObject):
         addresses: np.ndarray,
         row_bytes: int,
         distinct: tuple[np.ndarray, np.ndarray] | None = None,
-    ) -> Stage:
+    ) -> Stage | Iterator[Stage]:
         """Gather rows and sum-reduce them into bags (one add per element); ``distinct``:
-        the rows' distinct addresses and lookups of each, where known (MemoryDevice.read)."""
-        read = pmem.read(addresses, row_bytes, self.window(row_bytes), distinct=distinct)
-        return stage(read, compute=self._compute(len(addresses) * row_bytes // 4))
+        the rows' distinct addresses and lookups of each, where known (MemoryDevice.read).
+        Reads of lines still draining hold their slots of the in-order pipeline
+        (components/compute/gather.py): the reads behind them issue as those drain."""
+        window = self.window(row_bytes)
+        read = pmem.read(addresses, row_bytes, window, distinct=distinct)
+        flops = len(addresses) * row_bytes // 4
+        self._book(flops)
+        waits = pmem.pending_keys(addresses, row_bytes) if read.gates else []
+        starts, keys = in_order_segments([wait for _, wait in waits], window)
+        if starts.size == 1:
+            return stage(read, compute=self._lanes(flops))
+        streams = [stream for stream, _ in waits]
+        gates = [
+            [streams[s].drained(float(key)) for s, key in enumerate(keys[:, j]) if key > 0]
+            for j in range(1, starts.size)
+        ]
+        self.gatedSegments += starts.size - 1
+        return self._segments(split_stream(read, addresses, starts), flops, gates)
+
+    def _segments(self, parts: list[MemStream], flops: float, gates: list[list]) -> Iterator[Stage]:
+        """The gather's segments in turn: each computes its share of the additions, and
+        the next issues once the drain positions it waits for have drained."""
+        count = sum(part.requests for part in parts)
+        for j, part in enumerate(parts):
+            piece = stage(part, compute=self._lanes(flops * part.requests / count))
+            if j + 1 < len(parts):
+                piece.gates = piece.gates + gates[j]
+            yield piece
 
     def update(self, pmem: MemoryDevice, addresses: np.ndarray, row_bytes: int) -> Stage:
         """Scatter update in place: read, w -= lr * g (2 flops/element), write back; the
@@ -168,9 +202,16 @@ class NearMemoryEngine(SimObject):
         return self.mlpBytesReceived.value >= self.mlpBytesExpected.value
 
     def _compute(self, flops: float) -> dict[str, float]:
-        """The lanes' work for ``flops`` FP32 operations (and its energy)."""
+        """The lanes' work for ``flops`` FP32 operations, booked (with its energy)."""
+        self._book(flops)
+        return self._lanes(flops)
+
+    def _book(self, flops: float) -> None:
         self.flops += flops
         self.dynamicEnergy += flops * self.flop_energy
+
+    def _lanes(self, flops: float) -> dict[str, float]:
+        """The lanes' ticks for ``flops`` FP32 operations."""
         return {self.path: flops * TICKS_PER_SECOND / (self.lanes * self.clock)}
 
     def absorb_use(self, use, units) -> None:

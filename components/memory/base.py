@@ -43,6 +43,7 @@ from components.memory.digest import (
     held_max,
     held_max_sorted,
     line_span,
+    lines_of,
     sorted_in_lines,
 )
 from components.memory.memo import DigestMemo
@@ -336,6 +337,30 @@ class MemoryDevice(SimObject):
             or np.any(addr % chunk + size > chunk)
         )
 
+    def pending_keys(self, rows: np.ndarray, size: int) -> list[tuple[WriteStream, np.ndarray]]:
+        """Per write stream still draining lines that ``size``-byte requests at ``rows``
+        touch: the drain position (WriteStream.drained) each request waits for, 0 where
+        it waits for none. For a requester that retires in order (an in-order gather
+        pipeline), which must know where in its stream each wait falls, not only the
+        last one (``read``'s gates)."""
+        addr, _, span = self._check(rows, size, None)
+        unit = self.access_unit
+        first = lines_of(addr, unit)
+        touched = int((lines_of(addr + (size - 1), unit) - first).max(initial=0)) + 1
+        found = []
+        for stream in self._draining(span):
+            waiting, keys = stream.pending_lines()
+            if not waiting.size:
+                continue
+            wait = np.zeros(addr.size)
+            for step in range(touched):  # a request spans at most a few lines
+                line = np.minimum(first + step, lines_of(addr + (size - 1), unit))
+                slot = np.minimum(np.searchsorted(waiting, line), waiting.size - 1)
+                wait = np.maximum(wait, np.where(waiting[slot] == line, keys[slot], 0.0))
+            if wait.any():
+                found.append((stream, wait))
+        return found
+
     def foresee_read(self, addresses: np.ndarray, size: int) -> None:
         """Digest now a stream of reads of ``size`` bytes at read-only ``addresses`` that
         the engine will issue later (MemoryDevice.read then finds it made): the batch
@@ -493,10 +518,10 @@ class MemoryDevice(SimObject):
     def by_resource(self, per_ctrl: np.ndarray) -> dict[str, float]:
         """Per-controller figures by resource name, the controllers without any left out
         (needs are never negative; an idle correction may be)."""
-        names = self._resource_names()
+        names = self.resource_names()
         return {names[c]: float(v) for c, v in enumerate(per_ctrl.tolist()) if v != 0}
 
-    def _resource_names(self) -> list[str]:
+    def resource_names(self) -> list[str]:
         """resource(c) of every controller, kept while the path and count hold."""
         path, memo = self.path, self.__dict__.get("_names_memo")
         if memo is None or memo[0] != path or len(memo[1]) != self.controllers:

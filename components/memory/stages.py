@@ -10,6 +10,8 @@ from typing import Protocol
 
 import numpy as np
 
+from components.memory.digest import lines_of
+from components.memory.streams import Geometry, as_int64
 from components.memory.write_stream import WriteStream
 from components.sim.flows import Flow
 from components.sim.schedule import Stage
@@ -19,6 +21,10 @@ class StreamDevice(Protocol):
     """What a stream needs of the device it runs on (components.memory.base.MemoryDevice)."""
 
     path: str
+    controllers: int
+    geometry: Geometry
+
+    def resource_names(self) -> list[str]: ...
 
     def write(
         self, addresses: np.ndarray, size: int, outstanding: int | None = None
@@ -86,6 +92,41 @@ def concurrent(*streams: MemStream) -> MemStream:
         if any(s.idle_needs is not None for s in live)
         else None,
     )
+
+
+def split_stream(stream: MemStream, addresses: np.ndarray, starts: np.ndarray) -> list[MemStream]:
+    """A read stream of ``addresses`` cut into the consecutive parts that begin at
+    request positions ``starts`` (the first 0), in issue order: each part needs the
+    share of every controller's time that its requests there make of the stream's, and
+    the requester's bound in proportion to its requests; the last part keeps the
+    stream's gates and the latency of its last request (stats stay booked once, by the
+    whole stream)."""
+    device, count = stream.device, addresses.size
+    geometry = device.geometry
+    ctrl = geometry.ctrl(lines_of(as_int64(addresses), geometry.unit))
+    part = np.searchsorted(starts, np.arange(count), side="right") - 1
+    n = device.controllers
+    per_part = np.bincount(part * n + ctrl, minlength=starts.size * n).reshape(-1, n)
+    share = per_part / np.maximum(per_part.sum(axis=0), 1)
+    names = device.resource_names()
+    sizes = np.diff(np.r_[starts, count])
+    parts = []
+    for j, requests in enumerate(sizes.tolist()):
+        last = j == starts.size - 1
+        scale = {name: float(share[j, c]) for c, name in enumerate(names)}
+        parts.append(
+            MemStream(
+                device,
+                {k: v * scale.get(k, requests / count) for k, v in stream.needs.items()},
+                {k: v * scale.get(k, requests / count) for k, v in stream.bytes.items()},
+                stream.min_ticks * requests / count,
+                stream.latency if last else 0,
+                int(requests),
+                list(stream.gates) if last else [],
+                turn=stream.turn,
+            )
+        )
+    return parts
 
 
 def add_needs(parts: list[dict[str, float]]) -> dict[str, float]:
