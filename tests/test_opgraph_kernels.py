@@ -1,7 +1,7 @@
 """The op graph's kernels against an independent count: the ATen operators a torch run
-of facebookresearch/dlrm's training step (dlrm_s_pytorch.py: create_mlp, the dot
-interaction, MSELoss, SGD) dispatches on the CPU, each mapped to the CUDA kernels it
-launches in PyTorch 2 (below), and its GEMMs' FLOPs from the operands' shapes."""
+of facebookresearch/dlrm's training step (workloads/torch_reference.py: create_mlp, the
+dot interaction, MSELoss, SGD) dispatches on the CPU, each mapped to the CUDA kernels
+it launches in PyTorch 2 (below), and its GEMMs' FLOPs from the operands' shapes."""
 
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ from workloads.opgraph import (
     foreach_launches,
     optimizer_kernels,
 )
+from workloads.torch_reference import build_step
 
 torch = pytest.importorskip("torch")
-from torch import nn  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 KERNELS_PER_OP = {
@@ -42,7 +42,7 @@ KERNELS_PER_OP = {
     "add": 1,  # two gradients of one tensor
 }
 NO_KERNEL = {
-    "t", "detach", "view", "transpose", "slice", "lift_fresh",  # views, host tensors
+    "t", "detach", "view", "transpose", "slice",  # views
     "_record_function_enter_new", "_record_function_exit",  # profiler marks
 }  # fmt: skip
 GEMMS = {"addmm", "mm", "bmm"}
@@ -61,37 +61,12 @@ class Dispatched(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def _mlp(widths, sigmoid_last):
-    layers = []
-    for i, (n_in, n_out) in enumerate(zip(widths[:-1], widths[1:], strict=True)):
-        last = i == len(widths) - 2
-        layers += [nn.Linear(n_in, n_out), nn.Sigmoid() if sigmoid_last and last else nn.ReLU()]
-    return nn.Sequential(*layers)
-
-
 def reference_step(spec: ModelSpec, b: int) -> tuple[list, list[int]]:
-    """One dlrm_s_pytorch.py step with the pooled vectors given (the embedding bags run
-    on the CXL-MEM); returns the dispatched operators and the optimizer's tensor sizes."""
-    torch.manual_seed(0)
-    bottom, top = _mlp(spec.bottom_mlp, False), _mlp(spec.top_widths, True)
-    params = [*bottom.parameters(), *top.parameters()]
-    optimizer = torch.optim.SGD(params, lr=0.1, foreach=True)
-    d = spec.embedding_dim
-    dense, target = torch.randn(b, spec.dense_features), torch.rand(b, 1)
-    ly = [torch.randn(b, d, requires_grad=True) for _ in range(spec.num_tables)]
+    """The dispatched operators of one reference step and the optimizer's tensor sizes."""
+    step = build_step(spec, b)
     with Dispatched() as log:
-        x = bottom(dense)
-        t = torch.cat([x, *ly], dim=1).view((b, -1, d))
-        z = torch.bmm(t, torch.transpose(t, 1, 2))
-        _, ni, nj = z.shape
-        li = torch.tensor([i for i in range(ni) for j in range(i)])
-        lj = torch.tensor([j for i in range(nj) for j in range(i)])
-        r = torch.cat([x, z[:, li, lj]], dim=1)
-        loss = nn.MSELoss(reduction="mean")(top(r), target)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    return log.ops, [p.numel() for p in params]
+        step.step()
+    return log.ops, [p.numel() for p in (*step.bottom.parameters(), *step.top.parameters())]
 
 
 def _gemm_flops(op: str, shapes) -> int:
@@ -107,14 +82,8 @@ def _gemm_flops(op: str, shapes) -> int:
 
 def _check(spec: ModelSpec, b: int) -> None:
     ops, sizes = reference_step(spec, b)
-    names = [op for op, _ in ops]
-    # the pooled vectors' gradients (slices of one) are copied into their leaves' .grad:
-    # the embedding side's, at most one per table, not the dense step's
-    leaf_grads = [s for op, s in ops if op in ("copy_", "new_empty_strided")]
-    assert len(leaf_grads) <= 2 * spec.num_tables
-    assert all(shape == (b, spec.embedding_dim) for shapes in leaf_grads for shape in shapes)
-    assert names.count("_foreach_add_") == 1
-    dense = [(op, s) for op, s in ops if op not in NO_KERNEL | {"copy_", "new_empty_strided"}]
+    assert [op for op, _ in ops].count("_foreach_add_") == 1
+    dense = [(op, s) for op, s in ops if op not in NO_KERNEL]
     unknown = {op for op, _ in dense} - set(KERNELS_PER_OP) - {"_foreach_add_"}
     assert not unknown, f"operators without a kernel count: {unknown}"
 
