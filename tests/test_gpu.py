@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from simrun import run_ops
 
-from components.compute.gpu import TILES, Gpu
+from components.compute.gpu import TILES, Gpu, reuse
 from components.compute.gpu_presets import PRESETS, UnknownGpuError, check_gpu
 from components.sim.params import ConfigError
 from components.sim.units import TICKS_PER_SECOND
@@ -35,8 +35,8 @@ def sm_rate(gpu: Gpu) -> float:
 
 
 def test_big_square_gemm_runs_in_whole_waves_of_tiles():
-    """8192^3 on 82 SMs: 4096 tiles of 128 x 128 are 49.95 waves, so 50 are paid (any
-    smaller tile quantizes the same: the SMs' work is 50 x 128^2 outputs each)."""
+    """8192^3 on 82 SMs: 4096 tiles of 128 x 128 are 49.95 waves, so 50 are paid (a
+    smaller tile quantizes no better and reuses less)."""
     gpu = Gpu()
     expected = 50 * 2 * 128 * 128 * 8192 / sm_rate(gpu) * TICKS_PER_SECOND
     assert gpu.model_ticks(gemm(8192, 8192, 8192)) == pytest.approx(expected, rel=1e-9)
@@ -62,16 +62,23 @@ def test_thin_k_gemm_is_bound_by_its_bytes():
 
 def test_gemm_too_small_to_fill_the_sms_runs_at_the_rate_of_the_ones_it_uses():
     """64 x 64 x 4096: one tile; split-K into 32 slices of 128 puts 32 threadblocks on
-    32 SMs (a 64 x 64 tile keeps 4 warps, enough to fill its SM), then a reduction of
-    the 32 partial tiles: slower than the whole GPU by at least 82 / 32."""
+    32 SMs (a 64 x 64 tile keeps 4 warps, enough to fill its SM, at half the 128 x 128
+    tile's reuse), then a reduction of the 32 partial tiles: slower than the whole GPU
+    by at least 82 / 32."""
     gpu = Gpu()
     kernel = gemm(64, 64, 4096)
-    slice_ticks = 2 * 64 * 64 * 128 / sm_rate(gpu) * TICKS_PER_SECOND
+    slice_ticks = 2 * 64 * 64 * 128 / (sm_rate(gpu) * 0.5) * TICKS_PER_SECOND
     assert slice_ticks > gpu.min_kernel_time
     expected = math.ceil(slice_ticks) + gpu.min_kernel_time  # the reduction is tiny
     assert gpu.model_ticks(kernel) == expected
     whole_gpu = kernel.flops / (gpu.peak_flops * gpu.gemm_efficiency) * TICKS_PER_SECOND
     assert gpu.model_ticks(kernel) > whole_gpu * 82 / 32
+
+
+def test_a_tiles_rate_follows_its_reuse():
+    assert [reuse(t) for t in ((128, 128), (128, 64), (64, 64), (32, 32))] == pytest.approx(
+        [1, 2 / 3, 1 / 2, 1 / 4]
+    )
 
 
 def test_split_k_shortens_a_thin_output_with_a_long_k():

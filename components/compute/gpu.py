@@ -70,6 +70,17 @@ WARPS_TO_FILL_SM = 4
 Volta; NVIDIA Ampere and Hopper architecture whitepapers)."""
 
 
+def reuse(tile: tuple[int, int]) -> float:
+    """A tile's rate relative to 128 x 128's: a threadblock of m x n outputs loads
+    m + n operand elements per k step for m n FMAs, so its loads per FLOP grow as
+    (m + n) / (m n); taking the 128 x 128 tile's loads as just keeping up with its FMAs
+    (the reason cuBLAS prefers it for large GEMMs), a smaller tile runs at the ratio of
+    the two intensities (assumption; the RTX 4060 Ti SGEMM sweep in
+    docs/validation/gpu.yaml holds it from 512^3 up)."""
+    tm, tn = tile
+    return min(1.0, (tm * tn / (tm + tn)) / 64.0)
+
+
 class Gpu(SimObject):
     """NVIDIA RTX 3090 (GA102) defaults: the GPU the paper replays kernel times from.
     ``Gpu.preset(name)`` gives the other parts (components/compute/gpu_presets.py)."""
@@ -192,28 +203,26 @@ class Gpu(SimObject):
 
     def gemm_ticks(self, shape: tuple[int, int, int, int], nbytes: float) -> int:
         """The fastest of cuBLAS's choices for C = A B of ``shape`` = (batch, m, n, k):
-        the largest tile whose threadblocks fill every SM (its reuse is best), or, when
-        none does, any tile; each with the split-K factors k allows."""
-        batch, m, n, k = shape
-        filling = [t for t in TILES if batch * -(-m // t[0]) * -(-n // t[1]) >= self.sm_count]
-        tiles = filling[:1] or TILES
+        every tile, each with the split-K factors k allows."""
+        k = shape[3]
         return min(
             self._split_ticks(tile, split, shape, nbytes)
-            for tile in tiles
+            for tile in TILES
             for split in SPLITS
             if split == 1 or k // split >= self.split_k_min_depth
         )
 
     def _split_ticks(self, tile, split: int, shape, nbytes: float) -> int:
-        """One (tile, split) choice: the busiest SM's threadblocks at the SM's rate (a
-        tile of fewer than four warps leaves schedulers idle), or the GEMM's bytes,
-        whichever is longer; then the reduction of the split's partial tiles."""
+        """One (tile, split) choice: the busiest SM's threadblocks at the SM's rate for
+        that tile, or the GEMM's bytes, whichever is longer; then the reduction of the
+        split's partial tiles. A tile's rate is the SM's times its reuse (``reuse``)
+        and times the share of the SM's schedulers its warps keep busy."""
         batch, m, n, k = shape
         (tm, tn), depth = tile, -(-k // split)
         blocks = batch * -(-m // tm) * -(-n // tn) * split
         per_sm = -(-blocks // self.sm_count)
         fill = min(1.0, per_sm * max(tm * tn / WARP_OUTPUTS, 1.0) / WARPS_TO_FILL_SM)
-        sm_rate = self.peak_flops * self.gemm_efficiency / self.sm_count
+        sm_rate = self.peak_flops * self.gemm_efficiency / self.sm_count * reuse(tile)
         compute = per_sm * 2 * tm * tn * depth / (sm_rate * fill)
         partials = FLOAT_BYTES * batch * m * n * (split - 1)
         memory = (nbytes + partials) / self._byte_rate
