@@ -122,3 +122,14 @@ def test_gpu_preset_from_the_api_equals_the_cli(tmp_path):
     assert simulated(api) != simulated(run(tmp_path / "default"))
     config = json.loads((api / "config.json").read_text())
     assert "67" in json.dumps(config) and "3350000000000" in json.dumps(config).replace(".0", "")
+
+
+def test_a_sweep_spec_takes_the_gpu_as_an_axis(tmp_path):
+    from simulate.sweeps.spec import SpecError, load_sweep
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"outroot: {tmp_path}/out\nfixed:\n  model: rmc1\naxes:\n  gpu: [a100, h200]\n")
+    assert [run.options.gpu for run in load_sweep(spec).runs] == ["a100", "h200"]
+    spec.write_text(spec.read_text().replace("h200", "h2000"))
+    with pytest.raises(SpecError, match="unknown GPU 'h2000'"):
+        load_sweep(spec)
