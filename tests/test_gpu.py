@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from simrun import run_ops
 
-from components.compute.gpu import TILES, Gpu, reuse
+from components.compute.gpu import TILES, Gpu, reuse, split_ticks
 from components.compute.gpu_presets import PRESETS, UnknownGpuError, check_gpu
 from components.sim.params import ConfigError
 from components.sim.units import TICKS_PER_SECOND
@@ -45,8 +45,8 @@ def test_big_square_gemm_runs_in_whole_waves_of_tiles():
 def test_one_tile_more_than_the_sms_costs_a_whole_wave():
     gpu = Gpu()
     shape = lambda tiles: (1, 128, 128 * tiles, 4096)  # noqa: E731
-    full = gpu._split_ticks((128, 128), 1, shape(82), gemm(*shape(82)[1:]).bytes)
-    over = gpu._split_ticks((128, 128), 1, shape(83), gemm(*shape(83)[1:]).bytes)
+    full = split_ticks(gpu.gemm_rates(), (128, 128), 1, shape(82), gemm(*shape(82)[1:]).bytes)
+    over = split_ticks(gpu.gemm_rates(), (128, 128), 1, shape(83), gemm(*shape(83)[1:]).bytes)
     assert full == pytest.approx(2 * 128 * 128 * 4096 / sm_rate(gpu) * TICKS_PER_SECOND, abs=1)
     assert over == pytest.approx(2 * full, abs=2)
 
@@ -85,7 +85,7 @@ def test_split_k_shortens_a_thin_output_with_a_long_k():
     gpu = Gpu()
     shape = (1, 32, 32, 65536)
     kernel = gemm(*shape[1:])
-    unsplit = min(gpu._split_ticks(tile, 1, shape, kernel.bytes) for tile in TILES)
+    unsplit = min(split_ticks(gpu.gemm_rates(), tile, 1, shape, kernel.bytes) for tile in TILES)
     assert gpu.model_ticks(kernel) < unsplit / 4
 
 

@@ -13,6 +13,7 @@ Energy follows the contract: ``active_power`` while kernels run (``busy_ticks``)
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -203,34 +204,18 @@ class Gpu(SimObject):
 
     def gemm_ticks(self, shape: tuple[int, int, int, int], nbytes: float) -> int:
         """The fastest of cuBLAS's choices for C = A B of ``shape`` = (batch, m, n, k):
-        every tile, each with the split-K factors k allows."""
-        k = shape[3]
-        return min(
-            self._split_ticks(tile, split, shape, nbytes)
-            for tile in TILES
-            for split in SPLITS
-            if split == 1 or k // split >= self.split_k_min_depth
-        )
+        every tile, each with the split-K factors k allows (remembered per parameter
+        values and shape: a step asks for the same GEMMs every batch)."""
+        return fastest_gemm(self.gemm_rates(), tuple(shape), nbytes)
 
-    def _split_ticks(self, tile, split: int, shape, nbytes: float) -> int:
-        """One (tile, split) choice: the busiest SM's threadblocks at the SM's rate for
-        that tile, or the GEMM's bytes, whichever is longer; then the reduction of the
-        split's partial tiles. A tile's rate is the SM's times its reuse (``reuse``)
-        and times the share of the SM's schedulers its warps keep busy."""
-        batch, m, n, k = shape
-        (tm, tn), depth = tile, -(-k // split)
-        blocks = batch * -(-m // tm) * -(-n // tn) * split
-        per_sm = -(-blocks // self.sm_count)
-        fill = min(1.0, per_sm * max(tm * tn / WARP_OUTPUTS, 1.0) / WARPS_TO_FILL_SM)
-        sm_rate = self.peak_flops * self.gemm_efficiency / self.sm_count * reuse(tile)
-        compute = per_sm * 2 * tm * tn * depth / (sm_rate * fill)
-        partials = FLOAT_BYTES * batch * m * n * (split - 1)
-        memory = (nbytes + partials) / self._byte_rate
-        ticks = max(math.ceil(max(compute, memory) * TICKS_PER_SECOND), self.min_kernel_time)
-        if split > 1:
-            reduce = FLOAT_BYTES * batch * m * n * (split + 1) / self._byte_rate
-            ticks += max(math.ceil(reduce * TICKS_PER_SECOND), self.min_kernel_time)
-        return ticks
+    def gemm_rates(self) -> GemmRates:
+        return GemmRates(
+            self.peak_flops * self.gemm_efficiency / self.sm_count,
+            self.sm_count,
+            self._byte_rate,
+            self.split_k_min_depth,
+            self.min_kernel_time,
+        )
 
     @property
     def _byte_rate(self) -> float:
@@ -282,3 +267,45 @@ class Gpu(SimObject):
                 f"{self.path}.memory_capacity: {what} needs {nbytes} B, "
                 f"more than {self.memory_capacity} B of GPU memory"
             )
+
+
+@dataclass(frozen=True)
+class GemmRates:
+    """What a GEMM's time depends on, from a GPU's parameters."""
+
+    sm_rate: float  # FLOP/s of one SM on 128 x 128 tiles
+    sm_count: int
+    byte_rate: float  # B/s the GEMM's operands stream at
+    split_k_min_depth: int
+    min_kernel_time: int  # ticks
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def fastest_gemm(rates: GemmRates, shape: tuple[int, int, int, int], nbytes: float) -> int:
+    """Ticks of the fastest (tile, split) for ``shape`` = (batch, m, n, k)."""
+    k = shape[3]
+    return min(
+        split_ticks(rates, tile, split, shape, nbytes)
+        for tile in TILES
+        for split in SPLITS
+        if split == 1 or k // split >= rates.split_k_min_depth
+    )
+
+
+def split_ticks(rates: GemmRates, tile, split: int, shape, nbytes: float) -> int:
+    """One (tile, split) choice: the busiest SM's threadblocks at the SM's rate for that
+    tile, or the GEMM's bytes, whichever is longer; then the reduction of the split's
+    partial tiles. A tile's rate is the SM's times its reuse (``reuse``) and times the
+    share of the SM's schedulers its warps keep busy."""
+    batch, m, n, k = shape
+    (tm, tn), depth = tile, -(-k // split)
+    blocks = batch * -(-m // tm) * -(-n // tn) * split
+    per_sm = -(-blocks // rates.sm_count)
+    fill = min(1.0, per_sm * max(tm * tn / WARP_OUTPUTS, 1.0) / WARPS_TO_FILL_SM)
+    compute = per_sm * 2 * tm * tn * depth / (rates.sm_rate * reuse(tile) * fill)
+    memory = (nbytes + FLOAT_BYTES * batch * m * n * (split - 1)) / rates.byte_rate
+    ticks = max(math.ceil(max(compute, memory) * TICKS_PER_SECOND), rates.min_kernel_time)
+    if split > 1:
+        reduce = FLOAT_BYTES * batch * m * n * (split + 1) / rates.byte_rate
+        ticks += max(math.ceil(reduce * TICKS_PER_SECOND), rates.min_kernel_time)
+    return ticks
