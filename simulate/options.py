@@ -482,7 +482,7 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
     if args.pmem_image is not None and not args.pmem_image.strip():
         raise UsageError("--pmem-image must not be empty")
     _check_input_cache(args.input_cache)
-    gpu = _check_gpu(args.gpu)
+    gpu = check_gpu_name(args.gpu)
     if args.gpu_profile is not None and not args.gpu_profile.strip():
         raise UsageError("--gpu-profile must not be empty")
     check_failure_count(args.fail_random, args.batches, "--fail-random")
@@ -543,7 +543,7 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
     )
 
 
-def _check_gpu(name: str | None) -> str | None:
+def check_gpu_name(name: str | None) -> str | None:
     """A preset's name (lower-cased), or None for the board's own GPU."""
     if name is None:
         return None
