@@ -1,6 +1,6 @@
 """Reproduce the paper's evaluation: every system on RM1-RM4, a report and its plots.
 
-    python scripts/reproduce_paper.py --outdir repro [--batches 4] [--models rm1,rm3]
+    python scripts/reproduce_paper.py --outdir repro [--batches 4] [--models rm1,rm3] [--gpu h100]
 
 Writes REPORT.md (batch times, the headline ratios next to the paper's, energy
 normalised to PMEM), breakdown.png (Figure 11 style), timeline_<model>.png (Figure 12
@@ -27,7 +27,12 @@ from components.sim.mpl import check_backend  # noqa: E402
 from components.sim.outputs import replacing_dir  # noqa: E402
 from simulate.run.cli import QuietParser, UsageError, run_main  # noqa: E402
 from simulate.run.job import BREAKDOWN  # noqa: E402
-from simulate.run.options import RunOptions, check_seed, check_steady_batches  # noqa: E402
+from simulate.run.options import (  # noqa: E402
+    RunOptions,
+    check_gpu_name,
+    check_seed,
+    check_steady_batches,
+)
 from simulate.run.preflight import check_memory, check_outdir  # noqa: E402
 from simulate.simulator import run_job, validate  # noqa: E402
 
@@ -165,7 +170,9 @@ def parse_args(argv: list[str] | None):
     parser.add_argument("--batches", type=int, default=4)
     parser.add_argument("--models", default="rm1,rm2,rm3,rm4")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--gpu", default=None, metavar="NAME", help="a GPU preset (docs/gpu.md)")
     args = parser.parse_args(argv)
+    args.gpu = check_gpu_name(args.gpu)
     args.models = [m.strip() for m in args.models.split(",") if m.strip()]
     if not args.models:
         raise UsageError("--models names no model (e.g. --models rm1,rm3)")
@@ -179,7 +186,9 @@ def parse_args(argv: list[str] | None):
 def reproduce(args) -> int:
     models, outdir = args.models, Path(args.outdir)
     runs = [
-        RunOptions(system=s, model=m, batches=args.batches, seed=args.seed, progress=False)
+        RunOptions(
+            system=s, model=m, batches=args.batches, seed=args.seed, gpu=args.gpu, progress=False
+        )
         for m in models
         for s in SYSTEMS
     ]

@@ -12,24 +12,32 @@ def _demand(name, index=1):
     return spec, cur, prev, build_demand(spec, cur, index, prev)
 
 
+def _gemm_flops(kernels):
+    return sum(k.flops for k in kernels if k.kind == "gemm")
+
+
 def test_rm1_kernels_match_analytic_flops():
     spec, _, _, d = _demand("rm1")
     b = 128
     assert set(d.kernels) == set(OP_NAMES)
     bottom = 2 * b * (13 * 8192 + 8192 * 2048 + 2048 * 32)
-    assert sum(k.flops for k in d.kernels["bottom_fwd"]) == bottom
-    fc1 = d.kernels["bottom_fwd"][1]
-    assert fc1.bytes == 4 * (b * 8192 + 8192 * 2048 + b * 2048)
+    bias = b * (8192 + 2048 + 32)  # added in each forward GEMM's epilogue
+    assert _gemm_flops(d.kernels["bottom_fwd"]) == bottom + bias
+    fc1 = d.kernels["bottom_fwd"][2]
+    assert fc1.name == "bottom_fc1_fwd" and fc1.gemm == (1, b, 2048, 8192)
+    assert fc1.bytes == 4 * (b * 8192 + 8192 * 2048 + b * 2048 + 2048)
     # backward: weight grads of all 3 layers, data grads of layers 2 and 3 only,
     # then the SGD step over every MLP parameter (2 FLOPs, 12 bytes each)
-    *grads, step = d.kernels["bottom_bwd"]
-    assert sum(k.flops for k in grads) == bottom + 2 * b * (8192 * 2048 + 2048 * 32)
+    grads = _gemm_flops(d.kernels["bottom_bwd"])
+    assert grads == bottom + 2 * b * (8192 * 2048 + 2048 * 32)
+    (step,) = [k for k in d.kernels["bottom_bwd"] if k.kind == "optimizer"]
     assert (step.flops, step.bytes) == (2 * spec.mlp_param_count, 12 * spec.mlp_param_count)
     f = 21
-    inter = d.kernels["interaction_top_fwd"][0]
-    assert inter.flops == 2 * b * f * f * 32
-    top_fwd = sum(k.flops for k in d.kernels["interaction_top_fwd"][1:])
-    assert top_fwd == 2 * b * ((f * (f - 1) // 2 + 32) * 256 + 256 * 64 + 64)
+    inter = [k for k in d.kernels["interaction_top_fwd"] if k.name == "interaction_bmm"]
+    assert inter[0].flops == 2 * b * f * f * 32
+    top_fwd = _gemm_flops(d.kernels["interaction_top_fwd"]) - inter[0].flops
+    top = (f * (f - 1) // 2 + 32) * 256 + 256 * 64 + 64
+    assert top_fwd == 2 * b * top + b * (256 + 64 + 1)
 
 
 def test_rm1_embedding_access():

@@ -17,9 +17,16 @@ OP_NAMES = ("bottom_fwd", "interaction_top_fwd", "top_bwd_interaction", "bottom_
 
 @dataclass(frozen=True)
 class Kernel:
+    """One GPU kernel: its FLOPs and device-memory bytes; ``kind`` says what bounds it
+    (``gemm``: a cuBLAS GEMM of shape ``gemm`` = (batch, m, n, k); ``optimizer``: the
+    parameter update a data-parallel step runs after its all-reduce; otherwise a
+    bandwidth-bound elementwise, reduction, copy, fill, sort or gather kernel)."""
+
     name: str
     flops: int
     bytes: int
+    kind: str = "elementwise"
+    gemm: tuple[int, int, int, int] | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -85,56 +92,170 @@ def split_samples(batch_size: int, gpus: int) -> list[int]:
 
 
 def batch_kernels(spec: ModelSpec, b: int) -> dict[str, list[Kernel]]:
-    """The GPU kernels of one step over ``b`` samples."""
-    inter_fwd, inter_bwd = _interaction(spec, b)
+    """The GPU kernels of one training step over ``b`` samples, as PyTorch 2 runs
+    facebookresearch/dlrm's ``dlrm_s_pytorch.py`` in eager mode on CUDA (FP32; the
+    embedding bags run on the CXL-MEM, so their kernels are not here). What each
+    PyTorch op launches (docs/gpu.md lists the mapping, tests/test_opgraph_kernels.py
+    checks it against the operators a torch run of the same step dispatches):
+    ``nn.Linear`` one cuBLASLt GEMM with the bias in its epilogue; ``ReLU`` and
+    ``Sigmoid`` one elementwise kernel each; the dot interaction a concatenation,
+    a batched GEMM, the lower-triangle gather and a second concatenation; ``MSELoss``
+    an elementwise kernel and a mean; autograd seeds the backward with a fill; each
+    ``Linear``'s backward is a data-gradient GEMM (not into the dense input), a
+    weight-gradient GEMM and a bias reduction; the gather's backward zero-fills,
+    sorts the pair indices and scatter-adds; two gradients meeting one tensor are
+    added; SGD updates every parameter with multi-tensor ``_foreach_add_`` launches."""
+    bottom, top = spec.bottom_mlp, spec.top_widths
     return {
-        "bottom_fwd": _fwd("bottom_fc", spec.bottom_mlp, b),
-        "interaction_top_fwd": [inter_fwd, *_fwd("top_fc", spec.top_widths, b)],
-        "top_bwd_interaction": [*_bwd("top_fc", spec.top_widths, b, True), inter_bwd],
-        "bottom_bwd": [*_bwd("bottom_fc", spec.bottom_mlp, b, False), _optimizer_step(spec)],
+        "bottom_fwd": _mlp_fwd("bottom_fc", bottom, b, sigmoid_last=False),
+        "interaction_top_fwd": [
+            *_interaction_fwd(spec, b),
+            *_mlp_fwd("top_fc", top, b, sigmoid_last=True),
+            *_loss_fwd(b),
+        ],
+        "top_bwd_interaction": [
+            *_loss_bwd(b),
+            *_mlp_bwd("top_fc", top, b, sigmoid_last=True, input_grad=True),
+            *_interaction_bwd(spec, b),
+        ],
+        "bottom_bwd": [
+            *_mlp_bwd("bottom_fc", bottom, b, sigmoid_last=False, input_grad=False),
+            *optimizer_kernels(spec),
+        ],
     }
 
 
-def gemm(name: str, m: int, n: int, k: int) -> Kernel:
-    """C(m, n) = A(m, k) B(k, n): 2mnk FLOPs; reads A and B, writes C once (ReLU/sigmoid
-    and bias folded in, they touch C in the same pass)."""
-    return Kernel(name, 2 * m * n * k, FLOAT_BYTES * (m * k + k * n + m * n))
+def gemm(name: str, m: int, n: int, k: int, batch: int = 1, bias: bool = False) -> Kernel:
+    """C(m, n) = A(m, k) B(k, n) (``batch`` of them): 2mnk FLOPs; reads A and B and
+    writes C once; ``bias`` adds a broadcast row in the epilogue (m n FLOPs, n reads)."""
+    flops = batch * 2 * m * n * k + (m * n if bias else 0)
+    elements = batch * (m * k + k * n + m * n) + (n if bias else 0)
+    return Kernel(name, flops, FLOAT_BYTES * elements, "gemm", (batch, m, n, k))
 
 
-def _fwd(prefix: str, widths: tuple[int, ...], b: int) -> list[Kernel]:
-    return [
-        gemm(f"{prefix}{i}_fwd", b, n_out, n_in)
-        for i, (n_in, n_out) in enumerate(zip(widths[:-1], widths[1:], strict=True))
-    ]
+def elementwise(name: str, elements: int, reads: int, kind: str = "elementwise") -> Kernel:
+    """One pass over ``elements`` outputs reading ``reads`` inputs of the same size."""
+    return Kernel(name, elements * reads, FLOAT_BYTES * elements * (reads + 1), kind)
 
 
-def _bwd(prefix: str, widths: tuple[int, ...], b: int, first_data_grad: bool) -> list[Kernel]:
-    """Last layer first: data grad dX(B,in) = dZ(B,out) W(out,in), then weight grad
-    dW(out,in) = dZ^T(out,B) X(B,in); no data grad into the first bottom layer's input."""
+def reduction(name: str, elements: int, outputs: int) -> Kernel:
+    """A sum of ``elements`` inputs into ``outputs`` values."""
+    return Kernel(name, elements, FLOAT_BYTES * (elements + outputs), "reduce")
+
+
+def _mlp_fwd(prefix: str, widths: tuple[int, ...], b: int, sigmoid_last: bool) -> list[Kernel]:
+    """dlrm's create_mlp: Linear then ReLU per layer, Sigmoid after the top's last."""
     out = []
-    for i in range(len(widths) - 2, -1, -1):
-        n_in, n_out = widths[i], widths[i + 1]
-        if i > 0 or first_data_grad:
-            out.append(gemm(f"{prefix}{i}_bwd_data", b, n_in, n_out))
-        out.append(gemm(f"{prefix}{i}_bwd_weight", n_out, n_in, b))
+    layers = len(widths) - 1
+    for i, (n_in, n_out) in enumerate(zip(widths[:-1], widths[1:], strict=True)):
+        out.append(gemm(f"{prefix}{i}_fwd", b, n_out, n_in, bias=True))
+        act = "sigmoid" if sigmoid_last and i == layers - 1 else "relu"
+        out.append(elementwise(f"{prefix}{i}_{act}", b * n_out, 1))
     return out
 
 
-def _interaction(spec: ModelSpec, b: int) -> tuple[Kernel, Kernel]:
-    """Batched T T^T over F features of width d (2BF^2d FLOPs) and its backward
-    (G + G^T) T, same FLOPs."""
+def _mlp_bwd(
+    prefix: str, widths: tuple[int, ...], b: int, sigmoid_last: bool, input_grad: bool
+) -> list[Kernel]:
+    """Last layer first: the activation's backward (reads the gradient and the output),
+    then dX(B,in) = dZ(B,out) W(out,in) (none into the dense input of the bottom
+    MLP), dW(out,in) = dZ^T(out,B) X(B,in) and db = sum over the batch of dZ."""
+    out = []
+    layers = len(widths) - 1
+    for i in range(layers - 1, -1, -1):
+        n_in, n_out = widths[i], widths[i + 1]
+        act = "sigmoid" if sigmoid_last and i == layers - 1 else "relu"
+        out.append(elementwise(f"{prefix}{i}_{act}_bwd", b * n_out, 2))
+        if i > 0 or input_grad:
+            out.append(gemm(f"{prefix}{i}_bwd_data", b, n_in, n_out))
+        out.append(gemm(f"{prefix}{i}_bwd_weight", n_out, n_in, b))
+        out.append(reduction(f"{prefix}{i}_bwd_bias", b * n_out, n_out))
+    return out
+
+
+def _interaction_fwd(spec: ModelSpec, b: int) -> list[Kernel]:
+    """T = cat([x] + ly).view(B, F, d); Z = bmm(T, T^T); Zflat = Z[:, li, lj] (the
+    P = F(F-1)/2 pairs below the diagonal); R = cat([x, Zflat])."""
     f, d = spec.interaction_features, spec.embedding_dim
-    flops = 2 * b * f * f * d
-    fwd = Kernel("interaction_fwd", flops, FLOAT_BYTES * (b * f * d + b * f * f))
-    bwd = Kernel("interaction_bwd", flops, FLOAT_BYTES * (b * f * f + 2 * b * f * d))
-    return fwd, bwd
+    pairs = f * (f - 1) // 2
+    return [
+        elementwise("interaction_cat_features", b * f * d, 1, "copy"),
+        gemm("interaction_bmm", f, f, d, batch=b),
+        Kernel("interaction_gather", 0, FLOAT_BYTES * 2 * b * pairs + 16 * pairs, "gather"),
+        elementwise("interaction_cat_output", b * (d + pairs), 1, "copy"),
+    ]
 
 
-def _optimizer_step(spec: ModelSpec) -> Kernel:
-    """SGD on every MLP parameter after backward: w -= lr * g reads w and g and writes
-    w (2 FLOPs, 12 bytes per parameter): bandwidth-bound on any GPU."""
-    params = spec.mlp_param_count
-    return Kernel("mlp_sgd_step", 2 * params, 3 * FLOAT_BYTES * params)
+def _interaction_bwd(spec: ModelSpec, b: int) -> list[Kernel]:
+    """The gather's backward (zeros, then index_put_ with accumulate: PyTorch sorts the
+    P linear indices, then scatter-adds), the batched product's two GEMMs
+    (dZ T and T^T dZ), the sum of T's two gradients, and the sum of the bottom
+    output's two gradients (it feeds both concatenations)."""
+    f, d = spec.interaction_features, spec.embedding_dim
+    pairs = f * (f - 1) // 2
+    return [
+        Kernel("interaction_gather_bwd_zeros", 0, FLOAT_BYTES * b * f * f, "fill"),
+        Kernel("interaction_gather_bwd_sort", 0, 4 * 8 * pairs, "sort"),
+        Kernel("interaction_gather_bwd_scatter", b * pairs, 8 * b * pairs + 16 * pairs, "gather"),
+        gemm("interaction_bmm_bwd_a", f, d, f, batch=b),
+        gemm("interaction_bmm_bwd_b", d, f, f, batch=b),
+        elementwise("interaction_grad_sum", b * f * d, 2),
+        elementwise("bottom_output_grad_sum", b * d, 2),
+    ]
+
+
+def _loss_fwd(b: int) -> list[Kernel]:
+    """MSELoss(reduction="mean"), dlrm's default --loss-function: (p - y)^2, then the mean."""
+    return [elementwise("loss_fwd", b, 2), reduction("loss_mean", b, 1)]
+
+
+def _loss_bwd(b: int) -> list[Kernel]:
+    """loss.backward() seeds a one, then 2 (p - y) / B."""
+    return [Kernel("loss_grad_seed", 0, FLOAT_BYTES, "fill"), elementwise("loss_bwd", b, 2)]
+
+
+FOREACH_CHUNK = 65536
+"""Elements per block of PyTorch's multi_tensor_apply (ATen MultiTensorApply.cuh)."""
+FOREACH_MAX_TENSORS = 64
+"""Tensors one launch takes with two tensor lists (depth_to_max_tensors[1])."""
+FOREACH_MAX_BLOCKS = 320
+"""Blocks (chunks) one launch takes (depth_to_max_blocks)."""
+
+
+def optimizer_kernels(spec: ModelSpec) -> list[Kernel]:
+    """torch.optim.SGD's step on every MLP parameter (bottom then top, weight then bias
+    per layer, as dlrm registers them): ``_foreach_add_(params, grads, alpha=-lr)``,
+    launched by multi_tensor_apply's rule: a launch when 64 tensors or 320 chunks of
+    65536 elements are gathered, or at the last chunk. w -= lr g reads w and g and
+    writes w: 2 FLOPs and 12 bytes per parameter."""
+    sizes = [
+        size
+        for widths in (spec.bottom_mlp, spec.top_widths)
+        for n_in, n_out in zip(widths[:-1], widths[1:], strict=True)
+        for size in (n_in * n_out, n_out)
+    ]
+    return [
+        Kernel(f"mlp_sgd_step{i}", 2 * n, 3 * FLOAT_BYTES * n, "optimizer")
+        for i, n in enumerate(foreach_launches(sizes))
+    ]
+
+
+def foreach_launches(sizes: list[int]) -> list[int]:
+    """Elements each multi_tensor_apply launch updates, for tensors of ``sizes``."""
+    launches, elements, tensors, blocks = [], 0, 0, 0
+    for t, size in enumerate(sizes):
+        tensors += 1
+        chunks = -(-size // FOREACH_CHUNK)
+        for c in range(chunks):
+            blocks += 1
+            elements += min(FOREACH_CHUNK, size - c * FOREACH_CHUNK)
+            last_chunk = c == chunks - 1
+            full = (tensors == FOREACH_MAX_TENSORS and last_chunk) or blocks == FOREACH_MAX_BLOCKS
+            if full or (t == len(sizes) - 1 and last_chunk):
+                launches.append(elements)
+                elements, blocks = 0, 0
+                tensors = 0 if last_chunk else 1
+    return launches
 
 
 def build_demand(

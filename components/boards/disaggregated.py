@@ -581,7 +581,7 @@ class DisaggregatedBoard(TrainingBoard):
             ]
         backward = [
             self._gpu_op(
-                "bottom_bwd", "bottom_mlp", n, gpu, kernels[g]["bottom_bwd"][:-1], [tops[g]]
+                "bottom_bwd", "bottom_mlp", n, gpu, _backward(kernels[g]["bottom_bwd"]), [tops[g]]
             )
             for g, gpu in enumerate(gpus)
         ]
@@ -591,7 +591,12 @@ class DisaggregatedBoard(TrainingBoard):
         )  # fmt: skip
         return [
             self._gpu_op(
-                "mlp_step", "bottom_mlp", n, gpu, kernels[g]["bottom_bwd"][-1:], [reduce, *mlp_deps]
+                "mlp_step",
+                "bottom_mlp",
+                n,
+                gpu,
+                _step(kernels[g]["bottom_bwd"]),
+                [reduce, *mlp_deps],
             )
             for g, gpu in enumerate(gpus)
         ]
@@ -676,3 +681,13 @@ def merged(stages) -> Stage:
         [flow for stage in stages for flow in stage.flows],
         max((stage.latency for stage in stages), default=0),
     )
+
+
+def _step(kernels: list) -> list:
+    """The optimizer's kernels of a backward op (they run after the all-reduce)."""
+    return [k for k in kernels if getattr(k, "kind", "") == "optimizer"]
+
+
+def _backward(kernels: list) -> list:
+    """The gradient kernels of a backward op (before the all-reduce)."""
+    return [k for k in kernels if getattr(k, "kind", "") != "optimizer"]

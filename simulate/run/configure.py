@@ -14,8 +14,11 @@ from components.boards import BOARDS, build_board
 from components.boards.base import TrainingBoard
 from components.boards.disaggregated import DisaggregatedBoard
 from components.boards.software_ft import POLICIES, SOFTWARE_FT_SYSTEMS, SoftwareCheckpoint
+from components.compute.gpu import Gpu
+from components.compute.gpu_presets import apply_preset
 from components.sim.engine import Engine
 from components.sim.schedule import Scheduler
+from simulate.run.gpu_profile import apply_profile
 from simulate.run.options import SYSTEMS, RunOptions, UsageError, multi_device, resolve_topology
 from workloads.inputs import DEFAULT_ZIPF_EXPONENT, BatchSource, InputGenerator
 from workloads.models import DEFAULT_BATCH_SIZE, ModelSpec, get_model
@@ -77,13 +80,21 @@ def batch_size_of(options: RunOptions) -> int:
 
 
 def prepare(options: RunOptions) -> tuple[ModelSpec, int, TrainingBoard]:
-    """Resolve the model and build the board with every --set applied (no simulation)."""
+    """Resolve the model and build the board with its --gpu preset, every --set and its
+    --gpu-profile applied, in that order (no simulation)."""
     board = fresh_board(options)
     if options.checkpoint != "paper":
         board.ft = software_policy(options, getattr(board, "ft", None))
+    if options.gpu is not None:
+        for gpu in board.descendants():
+            if isinstance(gpu, Gpu):
+                apply_preset(gpu, options.gpu)
     for path, value in options.sets:
         board.set_by_path(path, value)
-    return resolve_spec(options), batch_size_of(options), board
+    spec, batch_size = resolve_spec(options), batch_size_of(options)
+    if options.gpu_profile is not None:
+        apply_profile(board, options.gpu_profile, spec, batch_size)
+    return spec, batch_size, board
 
 
 def software_policy(

@@ -14,6 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from components.compute.gpu_presets import DEFAULT_GPU, UnknownGpuError, check_gpu
+from components.compute.gpu_presets import PRESETS as GPU_PRESETS
 from components.interconnect.topology import TopologySpec, load_topology
 from components.sim.params import ConfigError
 from components.sim.units import UnitError, parse_time
@@ -90,6 +92,12 @@ class RunOptions:
     ckpt_interval: float | None = None
     sample_plan: str | None = None
     """--sample PERIOD[:WARMUP[:UNITS]]: a systematic sample of batches (simulate/sampling)."""
+    gpu: str | None = None
+    """--gpu NAME: a GPU preset (components/compute/gpu_presets.py); None: the board's
+    own GPU (the RTX 3090 on the CLI's boards)."""
+    gpu_profile: str | None = None
+    """--gpu-profile FILE: kernel times measured on a GPU replace the model
+    (simulate/run/gpu_profile.py)."""
     gpus: int = 1
     cxl_mems: int = 1
     topology: str | None = None
@@ -276,6 +284,24 @@ _RUN_ARGUMENTS: list[tuple[tuple[str, ...], dict]] = [
         ),
     ),
     (
+        ("--gpu",),
+        dict(
+            default=None,
+            metavar="NAME",
+            help=f"the GPU: {', '.join(GPU_PRESETS)} (default {DEFAULT_GPU}, the paper's; "
+            "docs/gpu.md)",
+        ),
+    ),
+    (
+        ("--gpu-profile",),
+        dict(
+            default=None,
+            metavar="FILE",
+            help="kernel times measured on a real GPU for this model and batch size "
+            "(scripts/profile_gpu.py writes one) instead of the GPU model",
+        ),
+    ),
+    (
         ("--gpus",),
         dict(
             type=int,
@@ -456,6 +482,9 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
     if args.pmem_image is not None and not args.pmem_image.strip():
         raise UsageError("--pmem-image must not be empty")
     _check_input_cache(args.input_cache)
+    gpu = check_gpu_name(args.gpu)
+    if args.gpu_profile is not None and not args.gpu_profile.strip():
+        raise UsageError("--gpu-profile must not be empty")
     check_failure_count(args.fail_random, args.batches, "--fail-random")
     check_failure_count(len(args.fail_at) + args.fail_random, args.batches, "--fail-at")
     instants: dict[int, str] = {}
@@ -502,6 +531,8 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         quantize=args.quantize,
         mtbf=args.mtbf,
         ckpt_interval=args.ckpt_interval,
+        gpu=gpu,
+        gpu_profile=args.gpu_profile,
         gpus=gpus,
         cxl_mems=mems,
         topology=args.topology,
@@ -510,6 +541,16 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         pool_jobs=args.pool_jobs,
         input_cache=args.input_cache,
     )
+
+
+def check_gpu_name(name: str | None) -> str | None:
+    """A preset's name (lower-cased), or None for the board's own GPU."""
+    if name is None:
+        return None
+    try:
+        return check_gpu(name)
+    except UnknownGpuError as exc:
+        raise UsageError(f"--gpu: {exc}") from None
 
 
 def _check_input_cache(folder: str | None) -> None:
