@@ -55,6 +55,7 @@ from components.memory.streams import (
     rank_in_group,
 )
 from components.sim.flows import Flow
+from components.sim.loaded import FlowLoad
 from components.sim.params import ConfigError, Enum, MemorySize
 from components.sim.schedule import Stage
 from components.sim.simobject import SimObject
@@ -137,6 +138,7 @@ class MemStream:
     writes: list[WriteStream] = field(default_factory=list)
     turn: float | None = None  # media time per request, under ``requests`` arbitration
     idle_needs: dict[str, float] | None = None  # needs with an empty WPQ, where they differ
+    load: FlowLoad | None = None  # load-dependent service (components/sim/loaded.py)
 
 
 _NOTHING = np.empty(0, dtype=np.int64)
@@ -454,6 +456,7 @@ class MemoryDevice(SimObject):
             digest.missed_local,
         )
         gates, stalls = self._raw_gates(digest.line, view, draining)
+        latency = self._read_latency(addr, size, int(hits.sum()))
         requested = digest.requested
         _add_per_controller(
             ctrls,
@@ -472,11 +475,12 @@ class MemoryDevice(SimObject):
             self,
             self._by_resource(need_c),
             self._by_resource(media_c),
-            self._window_ticks(addr.size, self.read_latency, window),
+            self._window_ticks(addr.size, latency, window),
             max(math.floor(self.read_latency - service), 0),
             int(addr.size),
             gates,
             turn=self._turn(need_c, reqs),
+            load=self._load("read", addr.size, size, window, latency),
         )
 
     def write(self, addresses: np.ndarray, size: int, outstanding: int | None = None) -> MemStream:
@@ -577,9 +581,7 @@ class MemoryDevice(SimObject):
         ctrls = self._controllers()
         n, unit, queue = self.controllers, self.access_unit, self.write_queue
         writes_c, rmw_c = plan.writes_c, plan.rmw_c
-        media_ticks = (
-            writes_c * unit / self.ctrl_write_bandwidth + rmw_c * unit / self.ctrl_read_bandwidth
-        )
+        media_ticks = self._write_media_seconds(writes_c, rmw_c)
         need_c = self._media_ticks(
             media_ticks,
             writes_c,
@@ -615,6 +617,8 @@ class MemoryDevice(SimObject):
         )
         turn = self._turn(need_c, plan.count_c)
         stream.drain.weight = turn or 1.0  # the drain needs only the controllers
+        load = self._load("write", addr.size, size, window, self.write_latency)
+        stream.drain.load = load
         self._active_writes.append(stream)
         _add_per_controller(
             ctrls,
@@ -643,9 +647,28 @@ class MemoryDevice(SimObject):
             else self._by_resource(
                 need_c * np.divide(idle_c, writes_c, out=np.zeros(n), where=writes_c > 0)
             ),
+            load,
         )
 
     # ----- internals ------------------------------------------------------------
+    def _read_latency(self, addr: np.ndarray, size: int, hits: int) -> float:
+        """Mean idle latency of the stream's requests, its window bound's unit: every
+        request at ``read_latency`` here; Pmem serves buffered lines faster."""
+        return self.read_latency
+
+    def _load(
+        self, kind: str, requests: int, size: int, window: float, latency: float
+    ) -> FlowLoad | None:
+        """What the flow network must know of a stream whose service depends on the load
+        (components/sim/loaded.py); None: a fixed-speed device."""
+        return None
+
+    def _write_media_seconds(self, writes_c: np.ndarray, rmw_c: np.ndarray) -> np.ndarray:
+        """Media seconds per controller of a write stream's line writes and the reads of
+        its read-modify-writes, one after the other."""
+        unit = self.access_unit
+        return writes_c * unit / self.ctrl_write_bandwidth + rmw_c * unit / self.ctrl_read_bandwidth
+
     def _issued(self, kind: str, addr: np.ndarray, size: int, outstanding: int | None) -> None:
         for listener in self.stream_listeners:
             listener(IssuedStream(kind, addr, size, outstanding))
@@ -894,6 +917,7 @@ def concurrent(*streams: MemStream) -> MemStream:
         add_needs([s.idle_needs or s.needs for s in live])
         if any(s.idle_needs is not None for s in live)
         else None,
+        _heaviest_load(live),
     )
 
 
@@ -937,7 +961,14 @@ def stage(
     if any(s.idle_needs is not None for s in streams):
         idle = [s.idle_needs or s.needs for s in streams]
         alone = add_needs(idle + others)
-    flow = Flow(needs, min_ticks=min_ticks, weight=weight, bytes=nbytes, alone_needs=alone)
+    flow = Flow(
+        needs,
+        min_ticks=min_ticks,
+        weight=weight,
+        bytes=nbytes,
+        alone_needs=alone,
+        load=_heaviest_load(streams),
+    )
     offset = along.latency if along is not None else 0
     gates = list(along.gates) if along is not None else []
     for s in streams:
@@ -960,3 +991,12 @@ def _stage_weight(streams: tuple[MemStream, ...], scale: float) -> float:
     if heaviest.turn is None:
         return 1.0
     return heaviest.turn * scale / max(heaviest.needs.values())
+
+
+def _heaviest_load(streams) -> FlowLoad | None:
+    """The load of the stream that needs most of one resource: a flow pipelining several
+    streams is served as fast as its heaviest one lets it."""
+    live = [s for s in streams if s.load is not None and s.needs]
+    if not live:
+        return None
+    return max(live, key=lambda s: max(s.needs.values())).load
