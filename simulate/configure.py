@@ -14,6 +14,7 @@ from components.boards import BOARDS, build_board
 from components.boards.base import TrainingBoard
 from components.boards.disaggregated import DisaggregatedBoard
 from components.boards.software_ft import POLICIES, SOFTWARE_FT_SYSTEMS, SoftwareCheckpoint
+from components.memory.pmem import use_model
 from components.sim.engine import Engine
 from components.sim.schedule import Scheduler
 from simulate.options import SYSTEMS, RunOptions, UsageError, multi_device, resolve_topology
@@ -79,6 +80,8 @@ def batch_size_of(options: RunOptions) -> int:
 def prepare(options: RunOptions) -> tuple[ModelSpec, int, TrainingBoard]:
     """Resolve the model and build the board with every --set applied (no simulation)."""
     board = fresh_board(options)
+    if options.pmem is not None:
+        use_model(board, options.pmem)
     if options.checkpoint != "paper":
         board.ft = software_policy(options, getattr(board, "ft", None))
     for path, value in options.sets:

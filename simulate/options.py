@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from components.interconnect.topology import TopologySpec, load_topology
+from components.memory.pmem import PMEM_MODELS
 from components.sim.params import ConfigError
 from components.sim.units import UnitError, parse_time
 from workloads.inputs import DEFAULT_ZIPF_EXPONENT, MAX_ZIPF_EXPONENT
@@ -80,6 +81,9 @@ class RunOptions:
     fail_random: int = 0
     fail_device: int | None = None
     pmem_image: str | None = None
+    pmem: str | None = None
+    """--pmem MODEL: every PMEM becomes Table 2's emulation or the measured Optane
+    device (components/memory/pmem.py PMEM_MODELS); None: the board's own."""
     progress: bool = True
     plot: bool = False
     halt_on_failure: bool = False
@@ -217,6 +221,16 @@ _RUN_ARGUMENTS: list[tuple[tuple[str, ...], dict]] = [
             metavar="PATH",
             help="file backing the PMEM image (functional runs); an existing image is "
             "recovered from, and cannot be combined with --fail-at or --fail-random",
+        ),
+    ),
+    (
+        ("--pmem",),
+        dict(
+            default=None,
+            choices=PMEM_MODELS,
+            help="PMEM model of every system: table2 (the paper's emulation on delayed DRAM, "
+            "the default of the paper's systems) or optane (the measured Optane DC PMM: "
+            "bandwidth under concurrency, queueing; docs/validation.md)",
         ),
     ),
     (
@@ -455,6 +469,8 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         raise UsageError("--outdir must not be empty")
     if args.pmem_image is not None and not args.pmem_image.strip():
         raise UsageError("--pmem-image must not be empty")
+    if args.pmem is not None and args.pmem not in PMEM_MODELS:
+        raise UsageError(f"--pmem {args.pmem!r}: one of {', '.join(PMEM_MODELS)}")
     _check_input_cache(args.input_cache)
     check_failure_count(args.fail_random, args.batches, "--fail-random")
     check_failure_count(len(args.fail_at) + args.fail_random, args.batches, "--fail-at")
@@ -494,6 +510,7 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         fail_random=args.fail_random,
         fail_device=args.fail_device,
         pmem_image=args.pmem_image,
+        pmem=args.pmem,
         progress=args.progress,
         plot=args.plot,
         halt_on_failure=args.halt_on_failure,

@@ -19,6 +19,7 @@ and loaded-latency experiments are its validation (docs/validation.md).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,7 @@ from components.sim.loaded import FlowLoad
 from components.sim.params import (
     Bandwidth,
     Bool,
+    ConfigError,
     Energy,
     Enum,
     Float,
@@ -38,6 +40,7 @@ from components.sim.params import (
     Power,
     positive,
 )
+from components.sim.simobject import SimObject
 from components.sim.units import TICKS_PER_SECOND
 
 _TABLE2 = "TrainingCXL Table 2 ratio x DRAM model (dram.py)"
@@ -213,17 +216,33 @@ class Pmem(MemoryDevice):
         """The measured Intel Optane DC PMM (per DIMM) instead of Table 2's emulation:
         its idle latencies and peaks, and the mechanisms of concurrency and load (sources:
         docs/parameters.md, docs/validation/optane.yaml)."""
-        measured = {
-            "read_latency": "305ns",
-            "write_latency": "90ns",
-            "ctrl_read_bandwidth": "6.6GB/s",
-            "ctrl_write_bandwidth": "2.3GB/s",
-            "buffer_read_latency": "169ns",
-            "read_thrash_onset": 9.6,
-            "read_thrash_slope": 0.059,
-            "write_thrash_onset": 4.45,
-            "write_thrash_slope": 0.14,
-            "queueing": True,
-            "rmw_overlap": True,
-        }
-        return cls(**{**measured, **overrides})
+        return cls(**{**OPTANE, **overrides})
+
+
+OPTANE: Mapping[str, Any] = {
+    "read_latency": "305ns",
+    "write_latency": "90ns",
+    "ctrl_read_bandwidth": "6.6GB/s",
+    "ctrl_write_bandwidth": "2.3GB/s",
+    "buffer_read_latency": "169ns",
+    "read_thrash_onset": 9.6,
+    "read_thrash_slope": 0.059,
+    "write_thrash_onset": 4.45,
+    "write_thrash_slope": 0.14,
+    "queueing": True,
+    "rmw_overlap": True,
+}
+"""The measured device's parameters (sources: docs/parameters.md)."""
+PMEM_MODELS = ("table2", "optane")
+"""--pmem: Table 2's emulation (every parameter's default) or the measured device."""
+
+
+def use_model(root: SimObject, name: str) -> None:
+    """Every PMEM below ``root`` becomes the named model: the parameters the measured
+    device sets take its values (optane) or their defaults (table2)."""
+    if name not in PMEM_MODELS:
+        raise ConfigError(f"unknown PMEM model {name!r}; one of {', '.join(PMEM_MODELS)}")
+    for obj in root.descendants():
+        if isinstance(obj, Pmem):
+            for key, value in OPTANE.items():
+                setattr(obj, key, value if name == "optane" else type(obj)._params[key].default)
