@@ -23,6 +23,7 @@ quiet_interrupts("reproduce_paper.py")
 import numpy as np  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
+from components.memory.pmem import PMEM_MODELS  # noqa: E402
 from components.sim.mpl import check_backend  # noqa: E402
 from components.sim.outputs import replacing_dir  # noqa: E402
 from simulate.cli import QuietParser, UsageError, run_main  # noqa: E402
@@ -164,6 +165,9 @@ def parse_args(argv: list[str] | None):
     parser.add_argument("--batches", type=int, default=4)
     parser.add_argument("--models", default="rm1,rm2,rm3,rm4")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--pmem", choices=PMEM_MODELS, default=None, help="PMEM model of every system"
+    )
     args = parser.parse_args(argv)
     args.models = [m.strip() for m in args.models.split(",") if m.strip()]
     if not args.models:
@@ -178,7 +182,14 @@ def parse_args(argv: list[str] | None):
 def reproduce(args) -> int:
     models, outdir = args.models, Path(args.outdir)
     runs = [
-        RunOptions(system=s, model=m, batches=args.batches, seed=args.seed, progress=False)
+        RunOptions(
+            system=s,
+            model=m,
+            batches=args.batches,
+            seed=args.seed,
+            pmem=args.pmem,
+            progress=False,
+        )
         for m in models
         for s in SYSTEMS
     ]

@@ -480,7 +480,7 @@ class MemoryDevice(SimObject):
             int(addr.size),
             gates,
             turn=self._turn(need_c, reqs),
-            load=self._load("read", addr.size, size, window, latency),
+            load=self._load("read", addr, size, window, latency),
         )
 
     def write(self, addresses: np.ndarray, size: int, outstanding: int | None = None) -> MemStream:
@@ -617,7 +617,7 @@ class MemoryDevice(SimObject):
         )
         turn = self._turn(need_c, plan.count_c)
         stream.drain.weight = turn or 1.0  # the drain needs only the controllers
-        load = self._load("write", addr.size, size, window, self.write_latency)
+        load = self._load("write", addr, size, window, self.write_latency)
         stream.drain.load = load
         self._active_writes.append(stream)
         _add_per_controller(
@@ -657,7 +657,7 @@ class MemoryDevice(SimObject):
         return self.read_latency
 
     def _load(
-        self, kind: str, requests: int, size: int, window: float, latency: float
+        self, kind: str, addr: np.ndarray, size: int, window: float, latency: float
     ) -> FlowLoad | None:
         """What the flow network must know of a stream whose service depends on the load
         (components/sim/loaded.py); None: a fixed-speed device."""

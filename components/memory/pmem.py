@@ -179,7 +179,7 @@ class Pmem(MemoryDevice):
         return mean_read_latency(buffered, int(addr.size), self.read_latency, fast) + rest
 
     def _load(
-        self, kind: str, requests: int, size: int, window: float, latency: float
+        self, kind: str, addr: np.ndarray, size: int, window: float, latency: float
     ) -> FlowLoad | None:
         reading = kind == "read"
         slope = self.read_thrash_slope if reading else self.write_thrash_slope
@@ -188,10 +188,13 @@ class Pmem(MemoryDevice):
             return None
         onset = self.read_thrash_onset if reading else self.write_thrash_onset
         line_read = self.access_unit * TICKS_PER_SECOND / self.ctrl_read_bandwidth
+        unit = self.access_unit
+        scattered = 1.0 - buffered_requests(addr, size, unit, 0) / max(int(addr.size), 1)
         return stream_load(
             self._resource_names(),
             window,
             size,
+            scattered,
             self.thread_bytes,
             (onset, slope),
             latency,

@@ -30,28 +30,35 @@ def mean_read_latency(buffered: int, requests: int, miss: float, hit: float) -> 
     return (buffered * hit + (requests - buffered) * miss) / requests
 
 
-def requesters(window: float, size: int, thread_bytes: int) -> float:
-    """Requester equivalents of a stream: the bytes its window keeps in flight over what
-    one requester (a core's fill buffers) keeps; a stream without a window is one."""
+def requesters(window: float, size: int, scattered: float, thread_bytes: int) -> float:
+    """Requester equivalents of a stream. Its scattered requests (``scattered``: the
+    share that do not continue the run before them) count as the bytes its window keeps
+    in flight over what one requester (a core's fill buffers) keeps, as that many
+    threads' random accesses do; its sequential runs as one stream at most, as a copy
+    engine's or a log's appends do, however deep its window. A stream without a window
+    is one."""
     if not math.isfinite(window):
         return 1.0
-    return window * size / thread_bytes
+    threads = window * size / thread_bytes
+    return scattered * threads + (1.0 - scattered) * min(threads, 1.0)
 
 
 def stream_load(
     resources: list[str],
     window: float,
     size: int,
+    scattered: float,
     thread_bytes: int,
     curve: tuple[float, float],
     latency: float,
     service: float,
 ) -> FlowLoad:
-    """The FlowLoad of one stream: its requesters, its kind's thrashing curve (onset,
-    slope), its idle mean latency and the service time its requests queue behind."""
+    """The FlowLoad of one stream: its requesters (``scattered``: the share of its
+    requests that start a new run), its kind's thrashing curve (onset, slope), its idle
+    mean latency and the service time its requests queue behind."""
     onset, slope = curve
     return FlowLoad(
-        requesters(window, size, thread_bytes),
+        requesters(window, size, scattered, thread_bytes),
         onset,
         slope,
         float(latency),

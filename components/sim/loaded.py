@@ -78,7 +78,7 @@ def solve(state, fill: Callable) -> tuple[np.ndarray, np.ndarray]:
     requesters, onset, slope, latency, service = field.T
     width, count = len(names), len(state.flows)
     spread = np.bincount(entry_flow, weights=np.where(loaded, state.need, 0.0), minlength=count)
-    share = np.where(loaded, state.need / np.maximum(spread[entry_flow], 1e-300), 0.0)
+    share = np.divide(state.need, spread[entry_flow], out=np.zeros_like(state.need), where=loaded)
     pressure = np.bincount(entry_res, weights=share * requesters[entry_flow], minlength=width)
     excess = np.maximum(pressure[entry_res] - onset[entry_flow], 0.0)
     factor = np.where(loaded, 1.0 + slope[entry_flow] * excess, 1.0)
