@@ -199,7 +199,8 @@ def document(verdicts: list[Verdict]) -> str:
         "ratio must stay in. `calibration` rows were fitted on (or give a parameter); "
         "`validation` rows are held out and were never fitted. The script exits 1 when a "
         "row leaves its band; `--fast` runs the subset the tests run "
-        "(tests/test_validation.py).\n\n"
+        "(tests/test_validation.py). Why a row is out of its band is explained on the "
+        "device's page (Optane: docs/calibration.md, 'Optane rows out of their band').\n\n"
         f"{held} of {len(verdicts)} rows in band.\n\n" + table(verdicts)
     )
 
