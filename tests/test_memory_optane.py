@@ -120,3 +120,24 @@ def test_microbench_threads_are_requesters_with_a_thread_window(tmp_path):
     bad = _cli(tmp_path, "configs/microbench.py", "--device", "pmem", "--op", "read",
                "--threads", "0", "--outdir", str(tmp_path / "bad"))  # fmt: skip
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_a_sweep_axis_and_the_python_api_take_the_pmem_model(tmp_path):
+    from simulate.options import UsageError
+    from simulate.simulator import Simulator
+    from simulate.sweeps.runid import run_id
+    from simulate.sweeps.spec import SpecError, load_sweep
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"outroot: {tmp_path / 'out'}\naxes: {{pmem: [table2, optane]}}\n")
+    runs = load_sweep(spec).runs
+    assert [r.options.pmem for r in runs] == ["table2", "optane"]
+    assert len({r.id for r in runs}) == 2
+    plain = Simulator("cxl").options
+    assert plain.pmem is None and run_id(plain) != runs[1].id  # absent: old ids kept
+    assert Simulator("cxl", pmem="optane").options.pmem == "optane"
+    with pytest.raises(UsageError, match="--pmem 'xpoint'"):
+        Simulator("cxl", pmem="xpoint")
+    spec.write_text(f"outroot: {tmp_path / 'out'}\naxes: {{pmem: [xpoint]}}\n")
+    with pytest.raises(SpecError, match="--pmem"):
+        load_sweep(spec)
