@@ -174,7 +174,7 @@ class Pmem(MemoryDevice):
         if not fast:
             return self.read_latency
         unit = self.access_unit
-        buffered = buffered_requests(addr, size, unit, hits)
+        buffered = min(max(self._in_runs(addr, size), hits), int(addr.size))
         rest = (-(-size // unit) - 1) * unit * TICKS_PER_SECOND / self.ctrl_read_bandwidth
         return mean_read_latency(buffered, int(addr.size), self.read_latency, fast) + rest
 
@@ -188,8 +188,7 @@ class Pmem(MemoryDevice):
             return None
         onset = self.read_thrash_onset if reading else self.write_thrash_onset
         line_read = self.access_unit * TICKS_PER_SECOND / self.ctrl_read_bandwidth
-        unit = self.access_unit
-        scattered = 1.0 - buffered_requests(addr, size, unit, 0) / max(int(addr.size), 1)
+        scattered = 1.0 - self._in_runs(addr, size) / max(int(addr.size), 1)
         return stream_load(
             self._resource_names(),
             window,
@@ -200,6 +199,15 @@ class Pmem(MemoryDevice):
             latency,
             line_read if queues else 0.0,
         )
+
+    def _in_runs(self, addr: np.ndarray, size: int) -> int:
+        """buffered_requests without the digest's hits, for the stream read() or write()
+        is taking: its latency and its load ask in turn (one pass over the addresses)."""
+        held = self.__dict__.get("_runs_of")
+        if held is None or held[0] is not addr or held[1] != size:
+            held = (addr, size, buffered_requests(addr, size, self.access_unit, 0))
+            object.__setattr__(self, "_runs_of", held)
+        return held[2]
 
     def _write_media_seconds(self, writes_c: np.ndarray, rmw_c: np.ndarray) -> np.ndarray:
         if not self.rmw_overlap:

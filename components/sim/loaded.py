@@ -37,7 +37,8 @@ RHO_MAX = 0.99
 """Utilisation the queueing term is evaluated at most: M/D/1's wait diverges at 1, where
 the max-min fill's saturation takes over."""
 ROUNDS = 40
-TOLERANCE = 1e-6
+TOLERANCE = 1e-4
+"""Relative change of every window bound below which the fill stops repeating."""
 
 
 @dataclass(frozen=True)
@@ -59,13 +60,7 @@ def solve(state, fill: Callable) -> tuple[np.ndarray, np.ndarray]:
     loads = [flow.load for flow in state.flows]
     entry_flow, entry_res = state.flow, state.resource
     names = state.names
-    loaded = np.array(
-        [
-            loads[f] is not None and names[r] in loads[f].resources
-            for f, r in zip(entry_flow.tolist(), entry_res.tolist(), strict=True)
-        ],
-        dtype=bool,
-    )
+    loaded = np.concatenate([_mask(flow) for flow in state.flows] or [np.zeros(0, bool)])
     field = np.array(
         [
             (ld.requesters, ld.onset, ld.slope, ld.latency, ld.service)
@@ -112,8 +107,19 @@ def solve(state, fill: Callable) -> tuple[np.ndarray, np.ndarray]:
             state.min_ticks * (latency + mean_wait) / np.where(waits, latency, 1.0),
             state.min_ticks,
         )
-        if np.allclose(target, shaped.min_ticks, rtol=TOLERANCE, atol=0.0):
+        if np.all(np.abs(target - shaped.min_ticks) <= TOLERANCE * np.abs(target)):
             break
         shaped.min_ticks = 0.5 * (shaped.min_ticks + target)
         rate, bottleneck = fill(shaped)
     return rate, bottleneck
+
+
+def _mask(flow) -> np.ndarray:
+    """Per need of the flow (its entries, in its needs' order): whether it is on a
+    load-dependent resource. Kept on the flow: its needs are fixed while it runs."""
+    mask = flow.__dict__.get("_load_mask")
+    if mask is None:
+        resources = flow.load.resources if flow.load is not None else frozenset()
+        mask = np.fromiter((r in resources for r in flow.needs), dtype=bool, count=len(flow.needs))
+        flow._load_mask = mask
+    return mask
