@@ -23,6 +23,7 @@ quiet_interrupts("reproduce_paper.py")
 import numpy as np  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
+from components.memory.pmem import PMEM_MODELS  # noqa: E402
 from components.sim.mpl import check_backend  # noqa: E402
 from components.sim.outputs import replacing_dir  # noqa: E402
 from simulate.run.cli import QuietParser, UsageError, run_main  # noqa: E402
@@ -171,6 +172,9 @@ def parse_args(argv: list[str] | None):
     parser.add_argument("--models", default="rm1,rm2,rm3,rm4")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--gpu", default=None, metavar="NAME", help="a GPU preset (docs/gpu.md)")
+    parser.add_argument(
+        "--pmem", choices=PMEM_MODELS, default=None, help="PMEM model of every system"
+    )
     args = parser.parse_args(argv)
     args.gpu = check_gpu_name(args.gpu)
     args.models = [m.strip() for m in args.models.split(",") if m.strip()]
@@ -187,7 +191,13 @@ def reproduce(args) -> int:
     models, outdir = args.models, Path(args.outdir)
     runs = [
         RunOptions(
-            system=s, model=m, batches=args.batches, seed=args.seed, gpu=args.gpu, progress=False
+            system=s,
+            model=m,
+            batches=args.batches,
+            seed=args.seed,
+            gpu=args.gpu,
+            pmem=args.pmem,
+            progress=False,
         )
         for m in models
         for s in SYSTEMS

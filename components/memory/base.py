@@ -56,6 +56,7 @@ from components.memory.streams import (
     rank_in_group,
 )
 from components.memory.write_stream import WriteStream
+from components.sim.loaded import FlowLoad
 from components.sim.params import ConfigError, Enum, MemorySize
 from components.sim.simobject import SimObject
 from components.sim.stats import add_each
@@ -251,6 +252,7 @@ class MemoryDevice(SimObject):
             digest.missed_local,
         )
         gates, stalls = self._raw_gates(digest.line, view, draining)
+        latency = self._read_latency(addr, size, int(hits.sum()))
         requested = digest.requested
         _add_per_controller(
             ctrls,
@@ -269,11 +271,12 @@ class MemoryDevice(SimObject):
             self,
             self.by_resource(need_c),
             self.by_resource(media_c),
-            self._window_ticks(addr.size, self.read_latency, window),
+            self._window_ticks(addr.size, latency, window),
             max(math.floor(self.read_latency - service), 0),
             int(addr.size),
             gates,
             turn=self._turn(need_c, reqs),
+            load=self._load("read", addr, size, window, latency),
         )
 
     def write(self, addresses: np.ndarray, size: int, outstanding: int | None = None) -> MemStream:
@@ -398,9 +401,7 @@ class MemoryDevice(SimObject):
         ctrls = self._controllers()
         n, unit, queue = self.controllers, self.access_unit, self.write_queue
         writes_c, rmw_c = plan.writes_c, plan.rmw_c
-        media_ticks = (
-            writes_c * unit / self.ctrl_write_bandwidth + rmw_c * unit / self.ctrl_read_bandwidth
-        )
+        media_ticks = self._write_media_seconds(writes_c, rmw_c)
         need_c = self._media_ticks(
             media_ticks,
             writes_c,
@@ -436,6 +437,8 @@ class MemoryDevice(SimObject):
         )
         turn = self._turn(need_c, plan.count_c)
         stream.drain.weight = turn or 1.0  # the drain needs only the controllers
+        load = self._load("write", addr, size, window, self.write_latency)
+        stream.drain.load = load
         self.active_writes.append(stream)
         _add_per_controller(
             ctrls,
@@ -464,9 +467,28 @@ class MemoryDevice(SimObject):
             else self.by_resource(
                 need_c * np.divide(idle_c, writes_c, out=np.zeros(n), where=writes_c > 0)
             ),
+            load,
         )
 
     # ----- internals ------------------------------------------------------------
+    def _read_latency(self, addr: np.ndarray, size: int, hits: int) -> float:
+        """Mean idle latency of the stream's requests, its window bound's unit: every
+        request at ``read_latency`` here; Pmem serves buffered lines faster."""
+        return self.read_latency
+
+    def _load(
+        self, kind: str, addr: np.ndarray, size: int, window: float, latency: float
+    ) -> FlowLoad | None:
+        """What the flow network must know of a stream whose service depends on the load
+        (components/sim/loaded.py); None: a fixed-speed device."""
+        return None
+
+    def _write_media_seconds(self, writes_c: np.ndarray, rmw_c: np.ndarray) -> np.ndarray:
+        """Media seconds per controller of a write stream's line writes and the reads of
+        its read-modify-writes, one after the other."""
+        unit = self.access_unit
+        return writes_c * unit / self.ctrl_write_bandwidth + rmw_c * unit / self.ctrl_read_bandwidth
+
     def _issued(self, kind: str, addr: np.ndarray, size: int, outstanding: int | None) -> None:
         for listener in self.stream_listeners:
             listener(IssuedStream(kind, addr, size, outstanding))

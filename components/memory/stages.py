@@ -14,6 +14,7 @@ from components.memory.digest import lines_of
 from components.memory.streams import Geometry, as_int64
 from components.memory.write_stream import WriteStream
 from components.sim.flows import Flow
+from components.sim.loaded import FlowLoad
 from components.sim.schedule import Stage
 
 
@@ -45,6 +46,7 @@ class MemStream:
     writes: list[WriteStream] = field(default_factory=list)
     turn: float | None = None  # media time per request, under ``requests`` arbitration
     idle_needs: dict[str, float] | None = None  # needs with an empty WPQ, where they differ
+    load: FlowLoad | None = None  # load-dependent service (components/sim/loaded.py)
 
 
 def write_range(
@@ -91,6 +93,7 @@ def concurrent(*streams: MemStream) -> MemStream:
         add_needs([s.idle_needs or s.needs for s in live])
         if any(s.idle_needs is not None for s in live)
         else None,
+        _heaviest_load(live),
     )
 
 
@@ -124,6 +127,7 @@ def split_stream(stream: MemStream, addresses: np.ndarray, starts: np.ndarray) -
                 int(requests),
                 list(stream.gates) if last else [],
                 turn=stream.turn,
+                load=stream.load,
             )
         )
     return parts
@@ -169,7 +173,14 @@ def stage(
     if any(s.idle_needs is not None for s in streams):
         idle = [s.idle_needs or s.needs for s in streams]
         alone = add_needs(idle + others)
-    flow = Flow(needs, min_ticks=min_ticks, weight=weight, bytes=nbytes, alone_needs=alone)
+    flow = Flow(
+        needs,
+        min_ticks=min_ticks,
+        weight=weight,
+        bytes=nbytes,
+        alone_needs=alone,
+        load=_heaviest_load(streams),
+    )
     offset = along.latency if along is not None else 0
     gates = list(along.gates) if along is not None else []
     for s in streams:
@@ -192,3 +203,12 @@ def _stage_weight(streams: tuple[MemStream, ...], scale: float) -> float:
     if heaviest.turn is None:
         return 1.0
     return heaviest.turn * scale / max(heaviest.needs.values())
+
+
+def _heaviest_load(streams) -> FlowLoad | None:
+    """The load of the stream that needs most of one resource: a flow pipelining several
+    streams is served as fast as its heaviest one lets it."""
+    live = [s for s in streams if s.load is not None and s.needs]
+    if not live:
+        return None
+    return max(live, key=lambda s: max(s.needs.values())).load

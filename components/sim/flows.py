@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from components.sim import flow_kernels
+from components.sim import flow_kernels, loaded
 from components.sim.blame import WaitLedger
 from components.sim.engine import Engine
 
@@ -45,10 +45,12 @@ class Flow:
     whole flow, ``min_ticks`` its own lower bound on duration, ``weight`` its share;
     ``alone_needs`` what it would need on an idle system where that differs (writes
     that found the WPQ held by others' writes), the reference its contention is
-    counted against. ``fence_ticks`` is the part of ``min_ticks`` that ``fence_chains``
-    requesters spend each waiting for its write's acceptance before issuing the next
-    (clwb + sfence chains): under load each acceptance also waits for the write's
-    slower service, so the solver stretches that bound (see ``_fence_caps``).
+    counted against; ``load`` what a load-dependent device says of it (components/sim/
+    loaded.py: requesters, thrashing curve, queueing). ``fence_ticks`` is the part of
+    ``min_ticks`` that ``fence_chains`` requesters spend each waiting for its write's
+    acceptance before issuing the next (clwb + sfence chains): under load each
+    acceptance also waits for the write's slower service, so the solver stretches that
+    bound (see ``_fence_caps``).
     ``waited`` and ``waited_on`` are final once the flow has ended: while it runs the
     network keeps them in its arrays."""
 
@@ -68,6 +70,7 @@ class Flow:
     waited_on: dict[int | None, float] = field(default_factory=dict)
     fence_ticks: float = 0.0
     fence_chains: int = 1
+    load: loaded.FlowLoad | None = None  # its device's load-dependent service, if any
 
     def __post_init__(self) -> None:
         self.needs = {r: float(v) for r, v in self.needs.items() if v > 0}
@@ -156,6 +159,7 @@ class FlowNetwork:
         self._by_rank: list[str] = []  # the same, sorted by name
         self._rank = np.zeros(0, dtype=np.int64)  # number -> place in that order
         self._version = 0  # bumped as resources are added
+        self._loaded = 0  # active flows with a load (then the fill is loaded.solve's)
 
     # ----- public ---------------------------------------------------------------------
     def start(self, flow: Flow):
@@ -173,6 +177,7 @@ class FlowNetwork:
             self._finish(flow, now)
             return flow._finished
         flow._row = self._ledger.open(flow.waited_on)
+        self._loaded += flow.load is not None
         self._register(flow)
         self.active[flow] = None
         self._started.append(flow)
@@ -325,7 +330,9 @@ class FlowNetwork:
         """Max-min shares, with every fence chain's bound stretched by the slowdown its
         writes' service sees at the shares the flows would take unbounded."""
         state = self._arrays()
-        if flow_kernels.COMPILED:
+        if self._loaded:
+            rate, bottleneck = loaded.solve(state, self._fenced_fill)
+        elif flow_kernels.COMPILED:
             rate, bottleneck = flow_kernels.solve(
                 state.count,
                 state.flow,
@@ -518,6 +525,7 @@ class FlowNetwork:
             flow.done = 1.0
         if flow in self.active:
             del self.active[flow]
+            self._loaded -= flow.load is not None
             self._marked.pop(flow, None)
             self._solved = False
             if flow in self._started:  # ended before the arrays saw it

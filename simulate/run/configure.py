@@ -16,6 +16,7 @@ from components.boards.disaggregated import DisaggregatedBoard
 from components.boards.software_ft import POLICIES, SOFTWARE_FT_SYSTEMS, SoftwareCheckpoint
 from components.compute.gpu import Gpu
 from components.compute.gpu_presets import apply_preset
+from components.memory.pmem import use_model
 from components.sim.engine import Engine
 from components.sim.schedule import Scheduler
 from simulate.run.gpu_profile import apply_profile
@@ -83,6 +84,8 @@ def prepare(options: RunOptions) -> tuple[ModelSpec, int, TrainingBoard]:
     """Resolve the model and build the board with its --gpu preset, every --set and its
     --gpu-profile applied, in that order (no simulation)."""
     board = fresh_board(options)
+    if options.pmem is not None:
+        use_model(board, options.pmem)
     if options.checkpoint != "paper":
         board.ft = software_policy(options, getattr(board, "ft", None))
     if options.gpu is not None:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from components.compute.gpu_presets import DEFAULT_GPU, UnknownGpuError, check_gpu
 from components.compute.gpu_presets import PRESETS as GPU_PRESETS
 from components.interconnect.topology import TopologySpec, load_topology
+from components.memory.pmem import PMEM_MODELS
 from components.sim.params import ConfigError
 from components.sim.units import UnitError, parse_time
 from workloads.inputs import DEFAULT_ZIPF_EXPONENT, MAX_ZIPF_EXPONENT
@@ -82,6 +83,9 @@ class RunOptions:
     fail_random: int = 0
     fail_device: int | None = None
     pmem_image: str | None = None
+    pmem: str | None = None
+    """--pmem MODEL: every PMEM becomes Table 2's emulation or the measured Optane
+    device (components/memory/pmem.py PMEM_MODELS); None: the board's own."""
     progress: bool = True
     plot: bool = False
     halt_on_failure: bool = False
@@ -225,6 +229,16 @@ _RUN_ARGUMENTS: list[tuple[tuple[str, ...], dict]] = [
             metavar="PATH",
             help="file backing the PMEM image (functional runs); an existing image is "
             "recovered from, and cannot be combined with --fail-at or --fail-random",
+        ),
+    ),
+    (
+        ("--pmem",),
+        dict(
+            default=None,
+            choices=PMEM_MODELS,
+            help="PMEM model of every system: table2 (the paper's emulation on delayed DRAM, "
+            "the default of the paper's systems) or optane (the measured Optane DC PMM: "
+            "bandwidth under concurrency, queueing; docs/validation.md)",
         ),
     ),
     (
@@ -481,6 +495,8 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         raise UsageError("--outdir must not be empty")
     if args.pmem_image is not None and not args.pmem_image.strip():
         raise UsageError("--pmem-image must not be empty")
+    if args.pmem is not None and args.pmem not in PMEM_MODELS:
+        raise UsageError(f"--pmem {args.pmem!r}: one of {', '.join(PMEM_MODELS)}")
     _check_input_cache(args.input_cache)
     gpu = check_gpu_name(args.gpu)
     if args.gpu_profile is not None and not args.gpu_profile.strip():
@@ -523,6 +539,7 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         fail_random=args.fail_random,
         fail_device=args.fail_device,
         pmem_image=args.pmem_image,
+        pmem=args.pmem,
         progress=args.progress,
         plot=args.plot,
         halt_on_failure=args.halt_on_failure,

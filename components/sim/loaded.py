@@ -1,0 +1,125 @@
+"""Load-dependent service: resources that slow with their requesters, windows that stretch
+with queueing.
+
+A device may tell the flow network, per flow (``Flow.load``), that its controllers do not
+serve at a fixed speed: measured Optane DIMMs lose bandwidth as more requesters share
+one (XPBuffer and write-combining thrashing; Yang et al. FAST'20 §3.3, Fig. 4), and a
+request's latency rises with the load others put on the DIMM before it saturates
+(Fig. 6). The device says what a flow is (how many requesters it stands for, the curve of
+its kind of access, its idle per-request latency, the service time a request queues
+behind); the network decides, from the flows active at the moment, what each resource
+can serve and how long each window waits. Flows without a load never reach this module:
+their rates are the plain max-min fill's.
+
+Two terms, both recomputed whenever the active set changes:
+
+- **Thrashing.** The pressure on a resource is the requesters there: each loaded flow's
+  requesters spread over its load-dependent resources in proportion to its needs of
+  them. A flow's work on a resource under pressure K takes ``1 + slope * max(K - onset,
+  0)`` times its idle media time (its curve); the resource's slowdown is that factor
+  averaged over the work it holds (flows without a curve count 1).
+- **Queueing.** A request of a window-bound flow waits behind the requests of every other
+  requester at the resource: M/D/1 (Pollaczek-Khinchine, deterministic service) at the
+  utilisation the others make, ``service * rho / (2 (1 - rho))``. Its window bound
+  stretches by ``(latency + wait) / latency``. The utilisation depends on the rates and the
+  rates on the bounds, so the fill is repeated, damped, until the bounds hold still.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+RHO_MAX = 0.99
+"""Utilisation the queueing term is evaluated at most: M/D/1's wait diverges at 1, where
+the max-min fill's saturation takes over."""
+ROUNDS = 40
+TOLERANCE = 1e-4
+"""Relative change of every window bound below which the fill stops repeating."""
+
+
+@dataclass(frozen=True)
+class FlowLoad:
+    """What a flow is to a load-dependent device (see the module docstring)."""
+
+    requesters: float  # requesters (threads) the flow stands for
+    onset: float  # requesters on a resource before its service slows
+    slope: float  # extra media time per requester past the onset (fraction)
+    latency: float  # ticks: idle mean latency of one request (its window bound's unit)
+    service: float  # ticks: service time a request queues behind (0: no queueing)
+    resources: frozenset[str]  # the resources whose service depends on the load
+
+
+def solve(state, fill: Callable) -> tuple[np.ndarray, np.ndarray]:
+    """Rates and bottlenecks of the active flows in ``state`` (flows._Active) with the
+    thrashing and queueing terms of their loads; ``fill(state)`` is the network's plain
+    fill, which reads the needs, scales and window bounds of the state it is given."""
+    loads = [flow.load for flow in state.flows]
+    entry_flow, entry_res = state.flow, state.resource
+    names = state.names
+    loaded = np.concatenate([_mask(flow) for flow in state.flows] or [np.zeros(0, bool)])
+    field = np.array(
+        [
+            (ld.requesters, ld.onset, ld.slope, ld.latency, ld.service)
+            if ld is not None
+            else (0.0,) * 5
+            for ld in loads
+        ],
+        dtype=float,
+    ).reshape(-1, 5)
+    requesters, onset, slope, latency, service = field.T
+    width, count = len(names), len(state.flows)
+    spread = np.bincount(entry_flow, weights=np.where(loaded, state.need, 0.0), minlength=count)
+    share = np.divide(state.need, spread[entry_flow], out=np.zeros_like(state.need), where=loaded)
+    pressure = np.bincount(entry_res, weights=share * requesters[entry_flow], minlength=width)
+    excess = np.maximum(pressure[entry_res] - onset[entry_flow], 0.0)
+    factor = np.where(loaded, 1.0 + slope[entry_flow] * excess, 1.0)
+    held = np.bincount(entry_res, weights=state.need, minlength=width)
+    slowed = np.bincount(entry_res, weights=state.need * factor, minlength=width)
+    slowdown = np.divide(slowed, held, out=np.ones(width), where=held > 0)
+
+    shaped = copy.copy(state)
+    shaped.need = state.need * slowdown[entry_res]
+    scale = np.zeros(count)
+    np.maximum.at(scale, entry_flow, shaped.need)
+    shaped.scale = np.where(state.count > 0, scale, state.scale)
+
+    waits = (service > 0) & (latency > 0) & (state.min_ticks > 0)
+    shaped.min_ticks = state.min_ticks.copy()
+    rate, bottleneck = fill(shaped)
+    if not waits.any():
+        return rate, bottleneck
+    queued = loaded & waits[entry_flow]
+    for _ in range(ROUNDS):
+        use = shaped.need * rate[entry_flow]
+        busy = np.bincount(entry_res, weights=use, minlength=width)
+        own = use / np.maximum(requesters[entry_flow], 1.0)
+        rho = np.clip(busy[entry_res] - own, 0.0, RHO_MAX)
+        wait = service[entry_flow] * rho / (2.0 * (1.0 - rho))
+        mean_wait = np.bincount(
+            entry_flow, weights=np.where(queued, share * wait, 0.0), minlength=count
+        )
+        target = np.where(
+            waits,
+            state.min_ticks * (latency + mean_wait) / np.where(waits, latency, 1.0),
+            state.min_ticks,
+        )
+        if np.all(np.abs(target - shaped.min_ticks) <= TOLERANCE * np.abs(target)):
+            break
+        shaped.min_ticks = 0.5 * (shaped.min_ticks + target)
+        rate, bottleneck = fill(shaped)
+    return rate, bottleneck
+
+
+def _mask(flow) -> np.ndarray:
+    """Per need of the flow (its entries, in its needs' order): whether it is on a
+    load-dependent resource. Kept on the flow: its needs are fixed while it runs."""
+    mask = flow.__dict__.get("_load_mask")
+    if mask is None:
+        resources = flow.load.resources if flow.load is not None else frozenset()
+        mask = np.fromiter((r in resources for r in flow.needs), dtype=bool, count=len(flow.needs))
+        flow._load_mask = mask
+    return mask

@@ -1,0 +1,87 @@
+"""Load-dependent service in the flow network (components/sim/loaded.py): thrashing
+against its closed form, M/D/1 queueing against Pollaczek-Khinchine, and flows without
+a load untouched."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from components.sim.engine import Engine
+from components.sim.flows import Flow, FlowNetwork
+from components.sim.loaded import FlowLoad
+
+
+def run(flows):
+    engine = Engine()
+    net = FlowNetwork(engine)
+
+    def launch(flow):
+        yield net.start(flow)
+
+    for flow in flows:
+        engine.process(launch(flow))
+    engine.run()
+    return net
+
+
+def load(requesters=1.0, onset=0.0, slope=0.0, latency=0.0, service=0.0, resources=("r",)):
+    return FlowLoad(requesters, onset, slope, latency, service, frozenset(resources))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    threads=st.integers(1, 24),
+    onset=st.floats(0.0, 12.0),
+    slope=st.floats(0.0, 0.3),
+)
+def test_thrashing_slows_a_shared_resource_by_its_curve(threads, onset, slope):
+    """K equal unbounded flows of one requester each on one resource: together they
+    finish once the resource has served K x need at 1 / (1 + slope (K - onset)+)."""
+    need = 1_000_000
+    curve = load(onset=onset, slope=slope)
+    flows = [Flow({"r": need}, load=curve) for _ in range(threads)]
+    run(flows)
+    slowdown = 1 + slope * max(threads - onset, 0.0)
+    assert max(f.end for f in flows) == pytest.approx(threads * need * slowdown, rel=1e-6)
+
+
+def test_requesters_spread_over_resources_by_need():
+    """One flow of 12 requesters over two resources, 3:1 by need: the pressure is 9 on
+    the first, 3 on the second; with onset 4 only the first slows (by 1 + 0.1 x 5)."""
+    flow = Flow({"a": 3000, "b": 1000}, load=load(12, 4.0, 0.1, resources=("a", "b")))
+    run([flow])
+    assert flow.end == pytest.approx(3000 * 1.5, rel=1e-6)
+
+
+@settings(max_examples=30, deadline=None)
+@given(rho=st.floats(0.05, 0.9), service=st.floats(10.0, 200.0))
+def test_a_window_waits_as_md1_at_the_others_utilisation(rho, service):
+    """A window-bound reader beside a background flow that keeps the resource rho busy
+    (its own bound, no load): each request waits service x rho / (2 (1 - rho)) more."""
+    latency, requests = 300.0, 2000
+    bound = requests * latency
+    background = Flow({"r": rho * 50 * bound}, min_ticks=50 * bound)
+    reader = Flow({"r": 1.0}, min_ticks=bound, load=load(latency=latency, service=service))
+    run([background, reader])
+    wait = service * rho / (2 * (1 - rho))
+    assert reader.end == pytest.approx(bound * (latency + wait) / latency, rel=1e-4)
+
+
+def test_a_lone_window_keeps_its_idle_latency():
+    """One requester's own requests do not queue behind each other: alone, its window
+    bound is the idle one (the issue's 'flat' single-stream case is the others' load)."""
+    reader = Flow({"r": 1000.0}, min_ticks=600_000, load=load(latency=300, service=40))
+    run([reader])
+    assert reader.end == 600_000
+
+
+def test_flows_without_a_load_share_as_before():
+    """A loaded flow's slowdown reaches the unloaded flows sharing its resource only
+    through the resource's slower service; two unloaded flows are the plain fill."""
+    plain = [Flow({"r": 1000}), Flow({"r": 1000})]
+    run(plain)
+    assert [f.end for f in plain] == [2000, 2000]
+    mixed = [Flow({"r": 1000}), Flow({"r": 1000}, load=load(1, 0.0, 1.0))]
+    run(mixed)
+    # pressure 1 on r, factor 2 on the loaded flow's half of the work: 1.5x the media
+    assert max(f.end for f in mixed) == pytest.approx(3000, rel=1e-6)

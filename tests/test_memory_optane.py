@@ -1,0 +1,143 @@
+"""The measured Optane device (Pmem.optane, --pmem optane): buffered reads at the
+sequential latency, the overlapped read-modify-write, Table 2's device untouched, and the
+model switch on every PMEM of a board."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from simrun import timed
+
+from components.boards import build_board
+from components.memory import Pmem
+from components.memory.pmem import OPTANE, use_model
+from components.memory.xpoint import buffered_requests
+from components.sim.params import ConfigError
+from components.sim.units import TICKS_PER_SECOND
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_a_sequential_run_reads_at_the_buffer_latency():
+    """64 B reads one after the other, one in flight: the first misses (305 ns), every
+    later one is in the line read before or the next (169 ns)."""
+    dev = Pmem.optane(controllers=1)
+    n = 4000
+    ticks, _, _ = timed(dev, "read", np.arange(n, dtype=np.int64) * 64, 64, window=1)
+    per_request = (305_000 + (n - 1) * 169_000) / n
+    assert ticks / n == pytest.approx(per_request, rel=0.01)
+
+
+def test_random_reads_keep_the_random_latency():
+    dev = Pmem.optane(controllers=1)
+    rng = np.random.default_rng(3)
+    addr = rng.integers(0, 2**22, 2000).astype(np.int64) * 256
+    assert buffered_requests(addr, 256, 256, 0) < 10  # a handful land next to the one before
+    ticks, _, _ = timed(dev, "read", addr, 256, window=1)
+    assert ticks / addr.size == pytest.approx(305_000, rel=0.01)
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_partial_line_writes_cost_the_line_write_when_the_read_overlaps(overlap):
+    """64 B random writes each cost a 256 B line write and a 256 B read (RMW): one after
+    the other on Table 2's model, overlapped on the device (the larger of the two)."""
+    dev = Pmem.optane(controllers=1, rmw_overlap=overlap)
+    rng = np.random.default_rng(5)
+    n = 50_000
+    addr = rng.permutation(2**20)[:n].astype(np.int64) * 256
+    ticks, _, _ = timed(dev, "write", addr, 64)
+    line = 256 / 2.3e9 + (0 if overlap else 256 / 6.6e9)
+    assert n * 64 * TICKS_PER_SECOND / ticks == pytest.approx(64 / line, rel=0.03)
+
+
+def test_table2_device_has_no_load_terms():
+    """Table 2's emulation ran on delayed DRAM: none of the measured mechanisms."""
+    dev = Pmem()
+    stream = dev.read(np.arange(100, dtype=np.int64) * 64, 64, 4)
+    assert stream.load is None and stream.min_ticks == 99 * 300_000 / 4
+    assert dev.write(np.arange(100, dtype=np.int64) * 256, 256, 4).load is None
+
+
+def test_use_model_switches_every_pmem_of_a_board():
+    board = build_board("pmem")
+    use_model(board, "optane")
+    pmems = [obj for obj in board.descendants() if isinstance(obj, Pmem)]
+    assert pmems and all(p.buffer_read_latency == 169_000 and p.queueing for p in pmems)
+    use_model(board, "table2")
+    assert all(p.read_latency == Pmem().read_latency and not p.queueing for p in pmems)
+    with pytest.raises(ConfigError, match="unknown PMEM model"):
+        use_model(board, "dram")
+
+
+def test_optane_preset_is_the_model_table():
+    dev = Pmem.optane()
+    for key in OPTANE:
+        assert getattr(dev, key) == getattr(Pmem(**{key: OPTANE[key]}), key)
+
+
+def _cli(tmp_path, script, *args):
+    return subprocess.run(
+        [sys.executable, str(ROOT / script), *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_pmem_option_runs_a_system_on_the_measured_device(tmp_path):
+    out = tmp_path / "run"
+    proc = _cli(
+        tmp_path, "configs/trainingcxl.py", "--system", "pmem", "--model", "rmc1",
+        "--batches", "1", "--pmem", "optane", "--outdir", str(out), "--no-progress",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    config = json.loads((out / "config.json").read_text())
+    text = json.dumps(config)
+    assert '"buffer_read_latency": {"value": 169000' in text
+
+
+def test_unknown_pmem_model_is_one_line_and_exit_2(tmp_path):
+    proc = _cli(tmp_path, "configs/trainingcxl.py", "--pmem", "xpoint", "--batches", "1")
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1 and "--pmem" in proc.stderr
+
+
+def test_microbench_threads_are_requesters_with_a_thread_window(tmp_path):
+    proc = _cli(
+        tmp_path, "configs/microbench.py", "--device", "pmem", "--optane", "--controllers",
+        "1", "--op", "read", "--size", "256", "--threads", "3", "--requests", "2000",
+        "--outdir", str(tmp_path / "out"),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert [s["outstanding"] for s in result["streams"]] == [3, 3, 3]  # 768 B / 256 B
+    # three threads of 3 x 256 B per 305 ns want 7.55 GB/s: the module's 6.6 caps them
+    assert result["total_bandwidth_gbps"] == pytest.approx(6.6, rel=0.02)
+    bad = _cli(tmp_path, "configs/microbench.py", "--device", "pmem", "--op", "read",
+               "--threads", "0", "--outdir", str(tmp_path / "bad"))  # fmt: skip
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_a_sweep_axis_and_the_python_api_take_the_pmem_model(tmp_path):
+    from simulate.run.options import UsageError
+    from simulate.simulator import Simulator
+    from simulate.sweeps.runid import run_id
+    from simulate.sweeps.spec import SpecError, load_sweep
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"outroot: {tmp_path / 'out'}\naxes: {{pmem: [table2, optane]}}\n")
+    runs = load_sweep(spec).runs
+    assert [r.options.pmem for r in runs] == ["table2", "optane"]
+    assert len({r.id for r in runs}) == 2
+    plain = Simulator("cxl").options
+    assert plain.pmem is None and run_id(plain) != runs[1].id  # absent: old ids kept
+    assert Simulator("cxl", pmem="optane").options.pmem == "optane"
+    with pytest.raises(UsageError, match="--pmem 'xpoint'"):
+        Simulator("cxl", pmem="xpoint")
+    spec.write_text(f"outroot: {tmp_path / 'out'}\naxes: {{pmem: [xpoint]}}\n")
+    with pytest.raises(SpecError, match="--pmem"):
+        load_sweep(spec)
