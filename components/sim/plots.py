@@ -24,6 +24,17 @@ CATEGORY_COLORS = {
     "idle": "#bbbbbb",
 }
 BREAKDOWN = ("embedding", "transfer", "bottom_mlp", "top_mlp", "checkpoint", "contention")
+CATEGORY_LABELS = {
+    "embedding": "embedding",
+    "transfer": "transfer",
+    "bottom_mlp": "bottom MLP",
+    "top_mlp": "top MLP",
+    "checkpoint": "checkpoint",
+    "contention": "contention",
+    "idle": "idle",
+    "allreduce": "all-reduce",
+}
+SHARE_PANEL_SPAN = 20  # tallest / shortest bar beyond which shares get a panel
 
 
 def read_timeline(path: Path) -> list[dict[str, str]]:
@@ -126,21 +137,48 @@ def plot_breakdown(
     title: str,
     out: Path,
     normalise_to: float | None = None,
+    fmt: str = "png",
 ) -> None:
-    """Stacked bars of the critical-path breakdown (the paper's Figure 11 style)."""
-    fig, ax = plt.subplots(figsize=(max(4, 0.5 * len(labels) + 2), 3.5))
-    bottom = [0.0] * len(results)
-    for key in BREAKDOWN:
-        values = [r["breakdown_ms"][key] / (normalise_to or 1.0) for r in results]
-        ax.bar(range(len(results)), values, bottom=bottom, color=CATEGORY_COLORS[key], label=key)
-        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
-    ax.set_xticks(range(len(labels)), labels, rotation=60, fontsize=7, ha="right")
-    ax.set_ylabel("normalised batch time" if normalise_to else "batch time (ms)")
-    ax.set_yscale("log" if max(bottom) / max(min(bottom), 1e-9) > 200 else "linear")
-    ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out, dpi=120)
+    """Stacked bars of the critical-path breakdown (the paper's Figure 11 style), on a
+    linear axis, where a segment's height is its share. Where the bars span more than
+    SHARE_PANEL_SPAN, a second panel gives each bar's shares, so the short bars' parts
+    stay readable beside the tall ones."""
+    totals = [sum(r["breakdown_ms"].get(key, 0.0) for key in BREAKDOWN) for r in results]
+    shares = max(totals) > SHARE_PANEL_SPAN * max(min(totals), 1e-9)
+    width = max(4, 0.5 * len(labels) + 2)
+    fig, axes = plt.subplots(
+        1, 2 if shares else 1, figsize=(width * (2 if shares else 1), 3.8), squeeze=False,
+        layout="constrained",
+    )  # fmt: skip
+    panels = [(axes[0][0], normalise_to or 1.0, False)]
+    if shares:
+        panels.append((axes[0][1], None, True))
+    for ax, divisor, as_share in panels:
+        bottom = [0.0] * len(results)
+        for key in BREAKDOWN:
+            values = [
+                r["breakdown_ms"].get(key, 0.0)
+                / (t if as_share else divisor)
+                * (100 if as_share else 1)
+                for r, t in zip(results, totals, strict=True)
+            ]
+            ax.bar(range(len(results)), values, bottom=bottom, color=CATEGORY_COLORS[key],
+                   label=CATEGORY_LABELS[key])  # fmt: skip
+            bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+        ax.set_xticks(range(len(labels)), labels, rotation=60, fontsize=7, ha="right")
+        ax.grid(axis="y", alpha=0.3)
+        if not as_share:  # each bar's total, readable however short the bar
+            for i, total in enumerate(bottom):
+                ax.annotate(f"{total:.3g}", (i, total), ha="center", va="bottom", fontsize=7)
+    axes[0][0].set_ylabel(
+        "batch time, normalised" if normalise_to else "batch time per steady batch (ms)"
+    )
+    axes[0][0].set_title(title, fontsize=9)
+    if shares:
+        axes[0][1].set_ylabel("share of the batch (%)")
+        axes[0][1].set_title("the same, as shares of each bar", fontsize=9)
+    axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.savefig(out, dpi=200, format=fmt)
     plt.close(fig)
 
 

@@ -38,11 +38,11 @@ class Rows(list):
         self.options: list[str] = list(options or [])
 
 
-def _flat(prefix: str, value: Any, into: dict[str, Any]) -> None:
+def flatten(prefix: str, value: Any, into: dict[str, Any]) -> None:
     """Nested dicts become dotted columns; lists stay one JSON text column."""
     if isinstance(value, dict):
         for key, item in value.items():
-            _flat(f"{prefix}.{key}" if prefix else str(key), item, into)
+            flatten(f"{prefix}.{key}" if prefix else str(key), item, into)
     elif value is None or isinstance(value, str | int | float | bool):
         into[prefix] = value
     else:
@@ -66,7 +66,7 @@ def _flat_results(results: dict[str, Any], taken: dict[str, Any]) -> dict[str, A
     row: dict[str, Any] = {}
     for key, value in results.items():
         if key not in taken:
-            _flat(key, value, row)
+            flatten(key, value, row)
     return row
 
 
@@ -74,7 +74,7 @@ def _no_constant(name: str):
     raise ValueError(f"{name} is not standard JSON")
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def read_json(path: Path) -> dict[str, Any]:
     """A complete run's JSON object; one damaged since (cut, not UTF-8, NaN, not an
     object) is refused naming the file, as the simulator writes none of those."""
     try:
@@ -96,9 +96,9 @@ def _run_options(rundir: Path) -> dict[str, Any]:
     """A run's canonical options: a sweep's options.json, else config.json's (a run made
     by the CLI, the API or a script), canonicalized the same way."""
     if (rundir / store.OPTIONS).is_file():
-        path, options = rundir / store.OPTIONS, _read_json(rundir / store.OPTIONS).get("options")
+        path, options = rundir / store.OPTIONS, read_json(rundir / store.OPTIONS).get("options")
     else:
-        path, options = rundir / CONFIG, _read_json(rundir / CONFIG).get("options")
+        path, options = rundir / CONFIG, read_json(rundir / CONFIG).get("options")
         if isinstance(options, dict) and isinstance(options.get("sets"), list):
             options = canonical_dict(options)
             options.pop("rows_per_table", None)
@@ -111,7 +111,7 @@ def _run_options(rundir: Path) -> dict[str, Any]:
     return options
 
 
-def _board_params(rundir: Path) -> dict[str, dict]:
+def board_params(rundir: Path) -> dict[str, dict]:
     """config.json's parameters by path (value in canonical units, unit), or {}."""
     path = rundir / CONFIG
     if not path.is_file():
@@ -125,7 +125,7 @@ def _board_params(rundir: Path) -> dict[str, dict]:
             if isinstance(child, dict) and "params" in child:
                 walk(child, f"{prefix}.{key}")
 
-    board = _read_json(path).get("board")
+    board = read_json(path).get("board")
     if isinstance(board, dict):
         walk(board, "board")
     return found
@@ -169,13 +169,13 @@ def run_row(rundir: Path, units: dict[str, str], stats: list[str] = ()) -> dict[
     """One run's row: its options, results and provenance, plus the stats asked for."""
     options = _flat_options(_run_options(rundir))
     row = {"id": rundir.name} | options
-    _si_columns(row, _board_params(rundir), units)
-    row |= _flat_results(_read_json(rundir / store.RESULTS), row)
+    _si_columns(row, board_params(rundir), units)
+    row |= _flat_results(read_json(rundir / store.RESULTS), row)
     if "provenance.code" not in row and (rundir / store.OPTIONS).is_file():
-        recorded = _read_json(rundir / store.OPTIONS).get("provenance")
-        _flat("provenance", recorded if isinstance(recorded, dict) else {}, row)
+        recorded = read_json(rundir / store.OPTIONS).get("provenance")
+        flatten("provenance", recorded if isinstance(recorded, dict) else {}, row)
     if stats:
-        values = _read_json(rundir / "stats.json")
+        values = read_json(rundir / "stats.json")
         for name in stats:
             entry = values.get(name)
             row[f"stat.{name}"] = entry.get("value") if isinstance(entry, dict) else entry
