@@ -35,6 +35,7 @@ from simulate.host import drive_batches
 from simulate.image_copy import named_as_given, working_image
 from simulate.options import RunOptions, SamplePlan, UsageError
 from simulate.preflight import check_paths, failure_run
+from simulate.provenance import provenance
 from workloads.models import ModelSpec
 from workloads.training import FunctionalTrainer
 
@@ -95,7 +96,12 @@ def _run_job(options: RunOptions, working: RunOptions) -> dict[str, Any]:
     rows = global_rows(sim_ticks, time.monotonic() - started, _peak_memory())
     rows += board.stat_rows()
     rows += resource_rows(scheduler.network.use, sim_ticks)
-    config = {"options": options_dict(options, spec, batch_size), "board": board.config()}
+    results["provenance"] = provenance()
+    config = {
+        "options": options_dict(options, spec, batch_size),
+        "provenance": provenance(),
+        "board": board.config(),
+    }
     plots = (lambda staging: plot_run(staging, results)) if options.plot else None
     write_outdir(Path(options.outdir), rows, config, results, scheduler.records, plots)
     return results

@@ -35,6 +35,7 @@ from simulate.configure import batch_size_of, connected_board, input_generator, 
 from simulate.host import drive_batches
 from simulate.job import BREAKDOWN, batch_windows, options_dict
 from simulate.options import RunOptions, SamplePlan
+from simulate.provenance import provenance
 from workloads.opgraph import build_demand
 
 # Student-t 0.975 quantiles for 1..30 degrees of freedom (any statistics table, e.g.
@@ -109,10 +110,12 @@ def run_sampled(options: RunOptions, plan: SamplePlan) -> dict[str, Any]:
     cycle = _copy_cycle(previous.carried_state(), rates)
     warnings = _representativeness(phases, cycle, options.batches)
     results = _results(options, spec.name, batch_size, plan, measured, breakdowns, warnings)
+    results["provenance"] = provenance()
     board, scheduler, ticks = first_unit
     rows = global_rows(ticks, time.monotonic() - started, 0) + _stat_rows(results)
     config = {
         "options": {**options_dict(options, spec, batch_size), "sample": vars(plan)},
+        "provenance": provenance(),
         "board": board.config(),
     }
     write_outdir(Path(options.outdir), rows, config, results, scheduler.records, None)
