@@ -253,6 +253,8 @@ def run_from_command_line(argv: list[str], prog: str) -> int:
     """The CLI: one error line and exit 2 for bad input, never a traceback."""
 
     def main() -> int:
+        if "--list-params" in argv:
+            return list_params([word for word in argv if word != "--list-params"], prog)
         options = parse_run_options(argv, prog, "Simulate DLRM training on a TrainingCXL system.")
         results = Simulator.from_options(options).run()
         batch, head = results["batch_time_ms"], f"{results['system']} {results['model']}"
@@ -263,13 +265,32 @@ def run_from_command_line(argv: list[str], prog: str) -> int:
                 f"{head}: {results['batches']} batches, {sampled['sampled_units']} units "
                 f"sampled, {batch['mean']:.3f} ms/batch {half} (95%) -> {options.outdir}"
             )
-            for warning in sampled["warnings"]:
-                print(f"{prog}: warning: {warning}", file=sys.stderr)
-            return 0
-        print(
-            f"{head}: {results['batches']} batches, {batch['mean']:.3f} ms/batch, "
-            f"{results['energy_j']['total']:.3f} J -> {options.outdir}"
-        )
+        else:
+            print(
+                f"{head}: {results['batches']} batches, {batch['mean']:.3f} ms/batch, "
+                f"{results['energy_j']['total']:.3f} J -> {options.outdir}"
+            )
+        for warning in results["warnings"]:
+            print(f"{prog}: warning: {warning}", file=sys.stderr)
         return 0
 
     return run_main(prog, main)
+
+
+def list_params(argv: list[str], prog: str) -> int:
+    """``--list-params``: every --set path of the board these options build (their
+    --system, --gpus, --cxl-mems, --topology and --set), with its value as given, unit
+    and source, one per line; nothing runs."""
+    from simulate.configure import prepare
+
+    options = parse_run_options(argv, prog, "List every --set path of a system's board.")
+    _, _, board = prepare(options)
+    rows = [("path", "value", "unit", "source")]
+    for path, (owner, name) in board.param_paths().items():
+        param = type(owner)._params[name]
+        rows.append((path, str(owner._param_raw[name]), param.unit or "-", param.source or "-"))
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True)]
+        print("  ".join([*cells, row[3]]))
+    return 0

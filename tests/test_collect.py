@@ -39,7 +39,7 @@ def fake_run_job(options):
         "system": options.system,
         "seed": options.seed,
         "batch_time_ms": {"mean": mean, "p50": mean, "p99": mean},
-        "utilisation": {"gpu": 0.5, "cxl_mem.nmp": 0.25},
+        "unit_utilisation": {"gpu": 0.5, "cxl_mem.nmp": 0.25},
         "energy_j": {"total": 2.0, "components": {"board.gpu": {"total": 1.5}}},
     }
     outdir = Path(options.outdir)
@@ -126,7 +126,8 @@ def test_rows_keep_grid_order_numbers_and_flat_utilisation(tmp_path, monkeypatch
     assert [row[f"set.{BANDWIDTH}"] for row in rows] == ["500MB/s", "2GB/s", "16GB/s"]
     assert [row[f"set.{BANDWIDTH}.si"] for row in rows] == [5e8, 2e9, 1.6e10]
     assert rows.units[f"set.{BANDWIDTH}.si"] == "B/s"
-    assert rows[0]["utilisation.gpu"] == 0.5 and rows[0]["utilisation.cxl_mem.nmp"] == 0.25
+    assert rows[0]["unit_utilisation.gpu"] == 0.5
+    assert rows[0]["unit_utilisation.cxl_mem.nmp"] == 0.25
     assert rows[0]["energy_j.components.board.gpu.total"] == 1.5
     csv_path, parquet_path = collect.write_table(rows, tmp_path / "t")
     import pyarrow.parquet as pq

@@ -18,10 +18,11 @@ from hypothesis import strategies as st
 from components.boards.cxl import CxlBoard
 from components.sim.engine import Engine
 from components.sim.schedule import Scheduler
+from simulate.batch_stats import interval, t975
 from simulate.configure import connected_board, input_generator
 from simulate.host import drive_batches
 from simulate.options import RunOptions, SamplePlan, UsageError
-from simulate.sampling import _warm_skipped, interval, t975
+from simulate.sampling import _warm_skipped
 from workloads.models import get_model
 
 ROOT = Path(__file__).resolve().parents[1]
