@@ -34,9 +34,10 @@ def _find_packages() -> None:
 
 _find_packages()
 
-from simulate.run.startup import quiet_interrupts  # noqa: E402
+from simulate.run.startup import note_first_compile, quiet_interrupts  # noqa: E402
 
 quiet_interrupts("trainingcxl.py")
+note_first_compile("trainingcxl.py")
 
 from simulate.simulator import run_from_command_line  # noqa: E402
 

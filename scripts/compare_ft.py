@@ -95,7 +95,9 @@ INTERVALS = [int(k) for k in np.unique(np.geomspace(1, 1e7, 22).astype(int))]
 def compare(args) -> int:
     base = RunOptions(system="dram", model=args.model, seed=args.seed, progress=False)
     samples = batch_size_of(base)
-    bar = tqdm(total=len(PAPER_SYSTEMS) + 2, desc="timing", unit="scheme", file=sys.stderr)
+    bar = tqdm(
+        total=len(PAPER_SYSTEMS) + 2, desc="timing", unit="scheme", file=sys.stderr, disable=None
+    )
     timing = timed_run(base, batches=args.batches)
     dram, dram_j = timing["batch_time_ms"]["mean"] / 1e3, batch_joules(timing)
     bar.update(1)
@@ -118,7 +120,7 @@ def compare(args) -> int:
 
     int(args.days * 86400 / dram)
     rows = []
-    for mtbf in tqdm(args.mtbf, desc="long runs", unit="mtbf", file=sys.stderr):
+    for mtbf in tqdm(args.mtbf, desc="long runs", unit="mtbf", file=sys.stderr, disable=None):
         schemes = list(papers)
         cpr_k = young_interval(cpr["checkpoint_s"], mtbf, dram)
         scheme = Scheme("dram+cpr", dram, cpr["checkpoint_s"], cpr["recovery_s"], cpr_k, False,

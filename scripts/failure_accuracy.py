@@ -74,7 +74,7 @@ def report(args) -> int:
     fail_at = [
         str(clean.end_tick * (k + 1) * 4 // (5 * args.failures)) for k in range(args.failures)
     ]
-    for gap in tqdm(GAPS, desc="MLP-log gaps", file=sys.stderr, leave=False):
+    for gap in tqdm(GAPS, desc="MLP-log gaps", file=sys.stderr, disable=None, leave=False):
         system, sets = ("cxl-b", []) if gap == 0 else ("cxl", [("board.mlp_log_gap", str(gap))])
         options = RunOptions(system=system, sets=sets, fail_at=fail_at, progress=False, **base)
         results, last = inject(options, lr)

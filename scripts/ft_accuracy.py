@@ -91,8 +91,8 @@ def report(args) -> int:
         "replayed | log loss | accuracy | AUC | loss change % |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
-    for name, policy, quantize, sets in tqdm(POLICIES, desc="policies", file=sys.stderr,
-                                             leave=False):  # fmt: skip
+    bar = tqdm(POLICIES, desc="policies", file=sys.stderr, disable=None, leave=False)
+    for name, policy, quantize, sets in bar:
         options = replace(base, checkpoint=policy, quantize=quantize, sets=sets)
         interval = args.interval * batch_s + stall_s(options, lr)
         options = replace(options, ckpt_interval=interval)

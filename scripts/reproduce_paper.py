@@ -1,11 +1,14 @@
 """Reproduce the paper's evaluation: every system on RM1-RM4, a report and its plots.
 
-    python scripts/reproduce_paper.py --outdir repro [--batches 4] [--models rm1,rm3] [--gpu h100]
+    python scripts/reproduce_paper.py --outdir repro [--batches 4] [--models rm1 rm3]
+                                      [--gpu h100] [--pmem optane] [--format png|pdf|svg]
 
 Writes REPORT.md (batch times, the headline ratios next to the paper's, energy
-normalised to PMEM), breakdown.png (Figure 11 style), timeline_<model>.png (Figure 12
-style: one batch of CXL-D, CXL-B and CXL) and energy.png (Figure 13 style), plus each
-run's own outdir.
+normalised to PMEM), breakdown.FORMAT (Figure 11 style: a panel per model, stacked
+critical-path parts), timeline_<model>.FORMAT (Figure 12 style: one batch of CXL-D,
+CXL-B and CXL on one time scale) and energy.FORMAT (Figure 13 style), plus each run's
+own outdir. Bars stay on linear axes; one over five times the next (SSD's) is cut at the
+panel's top and labelled with its value.
 """
 
 from __future__ import annotations
@@ -16,9 +19,10 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from simulate.run.startup import quiet_interrupts  # noqa: E402
+from simulate.run.startup import note_first_compile, quiet_interrupts  # noqa: E402
 
 quiet_interrupts("reproduce_paper.py")
+note_first_compile("reproduce_paper.py")
 
 import numpy as np  # noqa: E402
 from tqdm import tqdm  # noqa: E402
@@ -26,7 +30,7 @@ from tqdm import tqdm  # noqa: E402
 from components.memory.pmem import PMEM_MODELS  # noqa: E402
 from components.sim.mpl import check_backend  # noqa: E402
 from components.sim.outputs import replacing_dir  # noqa: E402
-from simulate.run.cli import QuietParser, UsageError, run_main  # noqa: E402
+from simulate.run.cli import QuietParser, add_names_option, names, run_main  # noqa: E402
 from simulate.run.job import BREAKDOWN  # noqa: E402
 from simulate.run.options import (  # noqa: E402
     RunOptions,
@@ -38,6 +42,7 @@ from simulate.run.preflight import check_memory, check_outdir  # noqa: E402
 from simulate.simulator import run_job, validate  # noqa: E402
 
 SYSTEMS = ("ssd", "pmem", "pcie", "cxl-d", "cxl-b", "cxl", "dram")
+FORMATS = ("png", "pdf", "svg")
 PAPER = {
     "CXL vs PMEM speedup (mean)": "5.2x",
     "CXL vs PMEM energy saving (mean)": "76%",
@@ -112,54 +117,63 @@ def report(results, models, batches) -> str:
                 + " | ".join(f"{b[k]:.3f}" for k in BREAKDOWN)
                 + f" | {blame or '-'} |"
             )
-    lines += ["", "Plots: breakdown.png, energy.png, timeline_<model>.png.", ""]
+    lines += [
+        "",
+        "Figures: breakdown, energy and timeline_<model> (bars on linear axes; a bar",
+        "over five times the next is cut at the top and labelled with its value).",
+        "",
+    ]
     return "\n".join(lines)
 
 
-def plot_all(results, models, outdir: Path) -> None:
+def plot_all(results, models, outdir: Path, fmt: str = "png") -> None:
     from components.sim.mpl import pyplot
 
     plt = pyplot()  # here: bad options are refused before matplotlib loads
 
-    from components.sim.plots import (
-        draw_timeline,
-        legend_handles,
-        plot_bars,
-        plot_breakdown,
-        read_timeline,
-    )
+    from components.sim.plots import draw_timeline, plot_by_model, read_timeline, timeline_legend
 
-    keys = [(s, m) for m in models for s in SYSTEMS]
-    plot_breakdown(
-        [results[k] for k in keys],
-        [f"{m}/{s}" for s, m in keys],
-        "Per-batch breakdown (Figure 11 style)",
-        outdir / "breakdown.png",
+    plot_by_model(
+        {(s, m): results[s, m]["breakdown_ms"] for m in models for s in SYSTEMS},
+        SYSTEMS,
+        models,
+        "time per steady batch (ms)",
+        "Critical-path breakdown of a steady batch (the paper's Figure 11 style)",
+        outdir / f"breakdown.{fmt}",
+        fmt,
+        unit=" ms",
     )
-    energy = {
-        f"{m}/{s}": results[s, m]["energy_j"]["total"] / results["pmem", m]["energy_j"]["total"]
-        for s, m in keys
-    }
-    plot_bars(
-        energy,
-        "Energy normalised to PMEM (Figure 13 style)",
-        "energy / PMEM",
-        outdir / "energy.png",
+    plot_by_model(
+        {
+            (s, m): results[s, m]["energy_j"]["total"] / results["pmem", m]["energy_j"]["total"]
+            for m in models
+            for s in SYSTEMS
+        },
+        SYSTEMS,
+        models,
+        "energy of the run / PMEM's",
+        "Energy normalised to PMEM (the paper's Figure 13 style)",
+        outdir / f"energy.{fmt}",
+        fmt,
+        unit="x",
     )
     for m in models:
-        fig, axes = plt.subplots(3, 1, figsize=(9, 7))
-        for ax, system in zip(axes, ("cxl-d", "cxl-b", "cxl"), strict=True):
-            rows = read_timeline(outdir / f"{system}-{m}" / "timeline.csv")
-            draw_timeline(ax, rows, [1], f"{system}: batch 1 of {m}")
-        fig.legend(handles=legend_handles(), loc="upper right", fontsize=7)
-        fig.tight_layout(rect=(0, 0, 0.86, 1))  # the legend in a margin of its own
-        fig.savefig(outdir / f"timeline_{m}.png", dpi=120)
+        panels = ("cxl-d", "cxl-b", "cxl")
+        timelines = [read_timeline(outdir / f"{system}-{m}" / "timeline.csv") for system in panels]
+        fig, axes = plt.subplots(3, 1, figsize=(10, 7), sharex=True, layout="constrained")
+        for ax, system, rows in zip(axes, panels, timelines, strict=True):
+            draw_timeline(ax, rows, [1], f"{system.upper()}: batch 1 of {m.upper()}")
+            ax.set_xlabel("")
+        axes[-1].set_xlabel("time from the batch's start, the previous batch's end (ms)")
+        timeline_legend(fig, [r for rows in timelines for r in rows if r["batch"] == "1"])
+        fig.savefig(outdir / f"timeline_{m}.{fmt}", dpi=200, format=fmt)
         plt.close(fig)
 
 
 def owned(name: str) -> bool:
     """Entries of a previous reproduction in the outdir (replaced as one set)."""
-    return name == "REPORT.md" or name.endswith(".png") or name.startswith(SYSTEMS_PREFIXES)
+    figure = name.endswith(tuple(f".{fmt}" for fmt in FORMATS))
+    return name == "REPORT.md" or figure or name.startswith(SYSTEMS_PREFIXES)
 
 
 SYSTEMS_PREFIXES = tuple(f"{s}-" for s in SYSTEMS)
@@ -167,19 +181,22 @@ SYSTEMS_PREFIXES = tuple(f"{s}-" for s in SYSTEMS)
 
 def parse_args(argv: list[str] | None):
     parser = QuietParser(prog="reproduce_paper.py", description=__doc__.splitlines()[0])
-    parser.add_argument("--outdir", default="repro")
-    parser.add_argument("--batches", type=int, default=4)
-    parser.add_argument("--models", default="rm1,rm2,rm3,rm4")
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--outdir", default="repro", help="where REPORT.md, the figures and the runs go"
+    )
+    parser.add_argument("--batches", type=int, default=4, help="batches per run (default 4)")
+    add_names_option(parser, "--models", ["rm1", "rm2", "rm3", "rm4"], "models to run")
+    parser.add_argument("--seed", type=int, default=1, help="seed of every run (default 1)")
+    parser.add_argument(
+        "--format", choices=FORMATS, default="png", help="figure format (default png)"
+    )
     parser.add_argument("--gpu", default=None, metavar="NAME", help="a GPU preset (docs/gpu.md)")
     parser.add_argument(
         "--pmem", choices=PMEM_MODELS, default=None, help="PMEM model of every system"
     )
     args = parser.parse_args(argv)
     args.gpu = check_gpu_name(args.gpu)
-    args.models = [m.strip() for m in args.models.split(",") if m.strip()]
-    if not args.models:
-        raise UsageError("--models names no model (e.g. --models rm1,rm3)")
+    args.models = names(args.models, "--models")
     check_steady_batches(args.batches)
     check_seed(args.seed)
     check_outdir(args.outdir)
@@ -207,12 +224,12 @@ def reproduce(args) -> int:
         check_memory(options)
     results = {}
     with replacing_dir(outdir, owned) as staging:
-        for options in tqdm(runs, desc="reproduce", unit="run", file=sys.stderr):
+        for options in tqdm(runs, desc="reproduce", unit="run", file=sys.stderr, disable=None):
             options.outdir = str(staging / f"{options.system}-{options.model}")
             results[options.system, options.model] = run_job(options)
         text = report(results, models, args.batches)
         (staging / "REPORT.md").write_text(text)
-        plot_all(results, models, staging)
+        plot_all(results, models, staging, args.format)
     print(text.split("## Energy")[0])
     return 0
 

@@ -30,7 +30,7 @@ quiet_interrupts("scaling.py")
 from tqdm import tqdm  # noqa: E402
 
 from simulate.failures.inject import recovery_cost  # noqa: E402
-from simulate.run.cli import QuietParser, UsageError, run_main  # noqa: E402
+from simulate.run.cli import QuietParser, UsageError, add_names_option, names, run_main  # noqa: E402
 from simulate.run.options import RunOptions, check_steady_batches  # noqa: E402
 from simulate.simulator import Simulator  # noqa: E402
 from workloads.workload import DlrmWorkload  # noqa: E402
@@ -96,7 +96,9 @@ def study(args) -> list[dict]:
     ]
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
-        for system, model, gpus, mems in tqdm(grid, desc="scaling", unit="run", file=sys.stderr):
+        for system, model, gpus, mems in tqdm(
+            grid, desc="scaling", unit="run", file=sys.stderr, disable=None
+        ):
             out = os.path.join(scratch, f"{system}_{model}_{gpus}x{mems}")
             rows.append(point(system, model, gpus, mems, args.batches, out))
     base = {(r["system"], r["model"]): r for r in rows if (r["gpus"], r["cxl_mems"]) == (1, 1)}
@@ -169,7 +171,7 @@ def recovery_study(args) -> str:
     lines = ["| system | CXL-MEMs | resume | bytes read | recovery (ms) | phases (ms) |",
              "|---|---|---|---|---|---|"]  # fmt: skip
     points = [(s, m) for s in args.systems for m in args.mems]
-    for system, mems in tqdm(points, desc="recovery", unit="point", file=sys.stderr):
+    for system, mems in tqdm(points, desc="recovery", unit="point", file=sys.stderr, disable=None):
         options = RunOptions(system=system, model=args.models[0], batches=3, cxl_mems=mems,
                              progress=False)  # fmt: skip
         entry = recovery_cost(options)
@@ -187,11 +189,15 @@ def recovery_study(args) -> str:
 
 def main(argv: list[str]) -> int:
     parser = QuietParser(prog=PROG, description=__doc__.splitlines()[0])
-    parser.add_argument("--outdir", default="scaling")
-    parser.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=CHOICES)
-    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
-    parser.add_argument("--gpus", nargs="+", type=int, default=list(COUNTS))
-    parser.add_argument("--mems", nargs="+", type=int, default=list(COUNTS))
+    parser.add_argument("--outdir", default="scaling", help="where the table and figures go")
+    add_names_option(parser, "--systems", list(SYSTEMS), "systems to scale", CHOICES)
+    add_names_option(parser, "--models", list(MODELS), "models to run", MODELS)
+    parser.add_argument(
+        "--gpus", nargs="+", type=int, default=list(COUNTS), help="GPU counts (default 1 2 4 8)"
+    )
+    parser.add_argument(
+        "--mems", nargs="+", type=int, default=list(COUNTS), help="CXL-MEM counts (default 1 2 4 8)"
+    )
     parser.add_argument("--batches", type=int, default=4, help="batches per point (default 4)")
     parser.add_argument(
         "--recovery",
@@ -201,6 +207,8 @@ def main(argv: list[str]) -> int:
 
     def body() -> int:
         args = parser.parse_args(argv)
+        args.systems = names(args.systems, "--systems", CHOICES)
+        args.models = names(args.models, "--models", MODELS)
         check_steady_batches(args.batches)
         for flag, counts in (("--gpus", args.gpus), ("--mems", args.mems)):
             if min(counts) < 1:

@@ -95,7 +95,7 @@ def sweep(args, outdir: Path) -> list[tuple[str, dict[str, str]]]:
                 runs.append(options)
         plan.append((label, runs))
     rows = []
-    for label, runs in tqdm(plan, desc="variants", file=sys.stderr):
+    for label, runs in tqdm(plan, desc="variants", file=sys.stderr, disable=None):
         results = {(options.system, options.model): run_job(options) for options in runs}
         rows.append((label, headline(results, MODELS)))
     return rows

@@ -71,6 +71,12 @@ def parse_args(argv: list[str] | None):
         help="every run generates its own batches (default: local runs with the same "
         "inputs share them in OUTROOT/.inputs, docs/sweeps.md)",
     )
+    parser.add_argument(
+        "--allow-mixed",
+        action="store_true",
+        help="count runs that other code finished as done (default: refuse, since the "
+        "table would mix results of two code versions)",
+    )
     add_collect_options(parser)
     args = parser.parse_args(argv)
     # each worker is one process of one BLAS thread: past a few per CPU they only contend
@@ -118,7 +124,9 @@ def _main(argv: list[str] | None) -> int:
             if not 0 <= args.id < len(runs):
                 raise UsageError(f"--id {args.id}: the spec has runs 0..{len(runs) - 1}")
             runs = [runs[args.id]]
-        summary = execute(sweep, runs, args.executor, args.workers, args.shared_inputs)
+        summary = execute(
+            sweep, runs, args.executor, args.workers, args.shared_inputs, args.allow_mixed
+        )
         raise_received()
     except UsageError as exc:
         print(error_line("sweep.py", exc), file=sys.stderr)

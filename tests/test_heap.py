@@ -26,6 +26,10 @@ BATCHES = textwrap.dedent(
     from simulate.run.heap import keep_freed_memory
     if sys.argv[1] == "keep":
         assert keep_freed_memory()
+    if sys.argv[1] == "kept then given back":
+        from simulate.run.heap import freed_memory_kept
+        with freed_memory_kept():
+            pass
     def batch():  # six 800 KB arrays, written, then freed: one RM1 write stream's
         arrays = [np.ones(100_000) for _ in range(6)]
         return sum(float(a[-1]) for a in arrays)
@@ -54,3 +58,10 @@ def test_freed_arrays_are_reused_without_page_faults():
 
 def test_the_thresholds_are_taken():
     assert keep_freed_memory()
+
+
+def test_after_a_run_the_allocator_returns_freed_memory_again():
+    """The setting does not outlive the run: a process that ran one behaves as glibc's
+    default does (the heap top goes back), not as the run's setting (kept)."""
+    pages = 6 * 100_000 * 8 // 4096
+    assert faults_per_batch("kept then given back") > pages / 2

@@ -56,7 +56,7 @@ def test_the_check_catches_imports_that_reach_up(tmp_path):
         "components/sub/a.py": "import workloads.models\n",
         "components/sub/b.py": "def f():\n    from simulate.simulator import run_job\n",
         "workloads/sub/c.py": "from simulate import options\n",
-        "workloads/sub/d.py": "import os\nif os:\n    import simulate.cli as cli\n",
+        "workloads/sub/d.py": "import os\nif os:\n    import simulate.run.cli as cli\n",
         "simulate/sub/e.py": "from components.sim import units\nfrom workloads import models\n",
         "components/sub/f.py": "from . import g\nfrom ..sim import units\n",
     }

@@ -18,10 +18,11 @@ from hypothesis import strategies as st
 from components.boards.cxl import CxlBoard
 from components.sim.engine import Engine
 from components.sim.schedule import Scheduler
+from simulate.run.batch_stats import interval, t975
 from simulate.run.configure import connected_board, input_generator
 from simulate.run.host import drive_batches
 from simulate.run.options import RunOptions, SamplePlan, UsageError
-from simulate.run.sampling import _warm_skipped, interval, t975
+from simulate.run.sampling import _warm_skipped
 from workloads.models import get_model
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -23,6 +23,15 @@ def _fraction(value: float) -> str | None:
     return None if 0 < value <= 1 else "must be in (0, 1]"
 
 
+LINK_WIDTHS = (1, 2, 4, 8, 16)
+
+
+def _link_width(lanes: int) -> str | None:
+    """A CXL link trains to one of the widths its spec defines (x16, x8, x4, and x2, x1
+    degraded); the PCIe boards' links use the same set."""
+    return None if lanes in LINK_WIDTHS else "a PCIe/CXL link is x1, x2, x4, x8 or x16"
+
+
 class SerialLink(SimObject):
     """One full-duplex link; each direction has the full bandwidth.
 
@@ -33,7 +42,14 @@ class SerialLink(SimObject):
     # flits, as in CXL) or only its bytes plus one flit's overhead (variable TLPs).
     PADDED_FLITS = True
 
-    lanes = Int(16, "lanes per direction", "PCIe/CXL x16 slot", low=1, unit="lane")
+    lanes = Int(
+        16,
+        "lanes per direction",
+        "PCIe/CXL x16 slot; CXL 2.0 Flex Bus widths x16, x8, x4, degraded x2, x1",
+        low=1,
+        unit="lane",
+        check=_link_width,
+    )
     lane_rate = Float(
         32.0, "raw signalling rate per lane", "PCIe 5.0 base spec: 32 GT/s", low=0.001, unit="GT/s"
     )

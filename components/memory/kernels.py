@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from components.compiled import compile_kernel
+
 try:
     from numba import njit
 except ImportError:  # a fresh install without numba: streams.py's numpy definitions
@@ -28,7 +30,7 @@ FULL = np.uint64((1 << SUB_BLOCKS) - 1)
 
 def _kernel(function):
     """The function compiled where numba is available, else left as Python."""
-    return njit(cache=True, nogil=True)(function) if COMPILED else function
+    return compile_kernel(function) if COMPILED else function
 
 
 def _inline(function):

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from components.compiled import compile_kernel
+
 try:
-    from numba import njit
+    import numba  # noqa: F401
 except ImportError:  # a fresh install without numba: flows.py's numpy definitions
     COMPILED = False
 else:
@@ -33,7 +35,7 @@ def _kernel(signature: str):
     def compile_(function):
         if not COMPILED:
             return function
-        return njit(signature, cache=True, nogil=True)(function)
+        return compile_kernel(function, signature)
 
     return compile_
 

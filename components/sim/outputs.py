@@ -259,7 +259,7 @@ def timeline_csv(records: list[OpRecord]) -> str:
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(
         [
-            "resource", "op", "category", "batch", "start_ms", "end_ms", "background",
+            "unit", "op", "category", "batch", "start_ms", "end_ms", "background",
             "wait_ms", "waited_on", "uses",
         ]
     )  # fmt: skip

@@ -10,6 +10,7 @@ before the simulation starts.
 from __future__ import annotations
 
 import difflib
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -55,6 +56,13 @@ class SimObject:
             object.__setattr__(value, "_parent", self)
             value.rename(key)
             self._children[key] = value
+        elif key not in self.__dict__ and not hasattr(type(self), key) and _from_outside():
+            # a script (not a component's own code) setting a name no parameter has: as
+            # in gem5, a misspelt parameter is an error, not a silent new attribute
+            raise ConfigError(
+                f"{self.path}: unknown parameter {key!r} of {type(self).__name__}"
+                + _suggest(key, self._params)
+            )
         object.__setattr__(self, key, value)
 
     def rename(self, name: str) -> None:
@@ -141,6 +149,20 @@ class SimObject:
             for stat in obj._stats:
                 rows += stat.rows(f"{obj.path}.")
         return rows
+
+
+INSIDE = ("components.", "workloads.", "simulate.")
+
+
+def _from_outside() -> bool:
+    """Whether the attribute being set is set by a script composing a board (a config,
+    a test, a notebook) rather than by the simulator's own code keeping state: a
+    SimObject's method, or a function of the components, workloads or simulate
+    packages."""
+    frame = sys._getframe(2)
+    if isinstance(frame.f_locals.get("self"), SimObject):
+        return False
+    return not str(frame.f_globals.get("__name__", "")).startswith(INSIDE)
 
 
 def _jsonable(value: Any) -> Any:

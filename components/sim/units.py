@@ -65,6 +65,8 @@ def _scaled(
     text, dimension: str, suffixes: tuple[str, ...], allow_binary: bool, bare_unit: str | None
 ) -> float:
     value, unit = _split(text, dimension)
+    if unit == "" and not isinstance(text, str):  # a number, as a parameter reads back
+        return _finite(value, dimension, text)
     if unit == "":
         if bare_unit is None:
             raise UnitError(f"{dimension} {text!r} needs a unit (e.g. {suffixes[0]})")

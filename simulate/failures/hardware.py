@@ -224,7 +224,7 @@ class PersistenceProtocol(FailureTolerance):
             desc=f"crash states {options.system}",
             unit="state",
             file=sys.stderr,
-            disable=not options.progress,
+            disable=None if options.progress else True,
             leave=False,
         )
         for state in explorer.walk(checker.watch):

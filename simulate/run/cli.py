@@ -216,3 +216,29 @@ def die_with_parent() -> Callable[[], None]:
     by SIGKILL, so no gem5 run or worker outlives the command that started it."""
     parent = os.getpid()
     return lambda: arm_parent_death(parent)
+
+
+def add_names_option(
+    parser, flag: str, default: list[str], help: str, choices: tuple[str, ...] | None = None
+) -> None:
+    """A list option every script spells the same way: space- or comma-separated
+    (``--models rm1 rm3`` and ``--models rm1,rm3`` alike); ``names`` flattens it."""
+    shown = f" (one of {', '.join(choices)})" if choices else ""
+    parser.add_argument(
+        flag,
+        nargs="+",
+        default=list(default),
+        metavar="NAME",
+        help=f"{help}{shown}, space- or comma-separated (default {','.join(default)})",
+    )
+
+
+def names(values: list[str], flag: str, choices: tuple[str, ...] | None = None) -> list[str]:
+    """The names of a list option, commas split, each checked against ``choices``."""
+    found = [name.strip() for value in values for name in value.split(",") if name.strip()]
+    if not found:
+        raise UsageError(f"{flag} names nothing (e.g. {flag} rm1 rm3)")
+    for name in found:
+        if choices and name not in choices:
+            raise UsageError(f"{flag} {name!r}: one of {', '.join(choices)}")
+    return list(dict.fromkeys(found))

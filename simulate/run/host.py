@@ -20,7 +20,7 @@ from tqdm import tqdm
 from components.boards.base import BatchOps, TrainingBoard
 from components.sim.engine import Engine
 from simulate.run.cli import raise_received
-from simulate.run.heap import keep_freed_memory
+from simulate.run.heap import freed_memory_kept
 from simulate.run.prefetch import made_ahead
 from workloads.inputs import Batch
 from workloads.models import ModelSpec
@@ -48,7 +48,7 @@ def drive_batches(
     ends = []
     bar = tqdm(
         total=len(batches) * (1 + len(pool)), desc=desc, unit="batch",
-        disable=not progress, file=sys.stderr, leave=False,
+        disable=None if progress else True, file=sys.stderr, leave=False,
     )  # fmt: skip
 
     made = []  # each host's batches, made ahead: stopped when the run ends
@@ -70,12 +70,11 @@ def drive_batches(
                 issued(n, demand, ops)
             bar.update(1)
 
-    keep_freed_memory()
     engine.process(host())
     for job, (source, job_ends) in enumerate(pool, start=1):
         engine.process(host(source, job, job_ends, None, None))
     try:
-        with long_lived_frozen():
+        with long_lived_frozen(), freed_memory_kept():
             engine.run()
     finally:
         for demands in made:

@@ -23,7 +23,8 @@ from components.energy import EnergyReport
 from components.sim.engine import Engine
 from components.sim.outputs import global_rows, write_outdir
 from components.sim.schedule import Scheduler, critical_path
-from components.sim.units import ticks_to_ms
+from components.sim.units import ticks_to_ms, ticks_to_seconds
+from simulate.run.batch_stats import batch_time_summary
 from simulate.run.configure import (
     batch_size_of,
     connected_board,
@@ -32,6 +33,7 @@ from simulate.run.configure import (
 )
 from simulate.run.host import drive_batches
 from simulate.run.options import RunOptions, UsageError
+from simulate.run.provenance import provenance
 from workloads.models import ModelSpec
 from workloads.training import FunctionalTrainer
 
@@ -98,8 +100,10 @@ def write_run(
     rows = global_rows(run.sim_ticks, time.monotonic() - started, _peak_memory())
     rows += run.board.stat_rows()
     rows += resource_rows(run.scheduler.network.use, run.sim_ticks)
+    results["provenance"] = provenance()
     config = {
         "options": options_dict(options, run.spec, run.batch_size),
+        "provenance": provenance(),
         "board": run.board.config(),
     }
     plots = (lambda staging: plot_run(staging, results)) if options.plot else None
@@ -163,19 +167,17 @@ def summarize(
     windows, times, breakdown, idle, contention, steady = _windows(board, scheduler, ends)
     sim_ticks = max([ends[-1].record.end] + [e[-1].record.end for e in pool_ends if e])
     energy = EnergyReport.build(board, sim_ticks).as_dict()
+    energy["per_steady_batch"] = _energy_per_batch(energy, sim_ticks, times.mean(), len(ends))
     busy = {name: unit.busy_ticks / sim_ticks for name, unit in scheduler.resources.items()}
     use = scheduler.network.use
+    batch, warnings = batch_time_summary(times, "steady batches")
     return {
         "system": options.system,
         "model": spec.name,
         "batches": options.batches,
         "batch_size": batch_size,
         "seed": options.seed,
-        "batch_time_ms": {
-            "mean": _ms(times.mean()),
-            "p50": _ms(np.percentile(times, 50)),
-            "p99": _ms(np.percentile(times, 99)),
-        },
+        "batch_time_ms": batch,
         "breakdown_ms": {key: _ms(value) for key, value in breakdown.items()},
         "contention_by_ms": {key: _ms(value) for key, value in contention.items()},
         "idle_ms": _ms(idle),
@@ -183,13 +185,22 @@ def summarize(
         "steady_state_from_batch": range(len(windows))[steady][0],
         "steady_state_to_batch": range(len(windows))[steady][-1],
         **_pool_jobs(board, scheduler, pool_ends),
-        "utilisation": {name: round(value, 6) for name, value in sorted(busy.items())},
+        "unit_utilisation": {name: round(value, 6) for name, value in sorted(busy.items())},
         "resource_utilisation": {
             key: round(use[key].busy / sim_ticks, 6) for key in sorted(use) if sim_ticks
         },
         "energy_j": _round_tree(energy),
+        "warnings": warnings,
         "failure": None,
     }
+
+
+def _energy_per_batch(energy: dict, sim_ticks: int, steady_ticks: float, batches: int) -> float:
+    """Joules of one steady batch: the run's static power over the steady batch time,
+    plus its dynamic energy shared over its batches (each batch does the same work; the
+    whole run's energy also pays for the warm-up batch and the last batch's tail)."""
+    static_watts = energy["static"] / ticks_to_seconds(sim_ticks) if sim_ticks else 0.0
+    return static_watts * ticks_to_seconds(steady_ticks) + energy["dynamic"] / max(batches, 1)
 
 
 def _windows(board, scheduler: Scheduler, ends: list, job: int = 0):
@@ -256,11 +267,11 @@ def resource_rows(use: dict, sim_ticks: int) -> list[tuple]:
     for key in sorted(use):
         served = use[key]
         rows += [
-            (f"{key}.busyTicks", round(served.busy), "ticks of full-speed work served", "Tick"),
+            (f"{key}.servedTicks", round(served.busy), "ticks of full-speed work served", "Tick"),
             (
                 f"{key}.utilisation",
                 round(served.busy / sim_ticks, 9) if sim_ticks else 0.0,
-                "busy ticks per simulated tick",
+                "served ticks per simulated tick",
                 "Ratio",
             ),
             (

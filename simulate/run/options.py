@@ -383,7 +383,19 @@ _RUN_ARGUMENTS: list[tuple[tuple[str, ...], dict]] = [
     ),
     (
         ("--no-progress",),
-        dict(dest="progress", action="store_false", help="do not show a progress bar"),
+        dict(
+            dest="progress",
+            action="store_false",
+            help="do not show a progress bar (none is shown where stderr is not a terminal)",
+        ),
+    ),
+    (
+        ("--list-params",),
+        dict(
+            action="store_true",
+            help="print every --set path of the board the other options build (--system, "
+            "--gpus, --cxl-mems, --topology, --set) with its value, unit and source, and exit",
+        ),
     ),
 ]
 

@@ -31,41 +31,13 @@ from components.sim.engine import Engine
 from components.sim.outputs import global_rows, write_outdir
 from components.sim.schedule import Scheduler
 from components.sim.units import ticks_to_ms
+from simulate.run.batch_stats import batch_time_summary
 from simulate.run.configure import batch_size_of, connected_board, input_generator, resolve_spec
 from simulate.run.host import drive_batches
 from simulate.run.job import BREAKDOWN, batch_windows, options_dict
 from simulate.run.options import RunOptions, SamplePlan
+from simulate.run.provenance import provenance
 from workloads.opgraph import build_demand
-
-# Student-t 0.975 quantiles for 1..30 degrees of freedom (any statistics table, e.g.
-# NIST/SEMATECH e-Handbook of Statistical Methods, table 1.3.6.7.2).
-_T975 = (
-    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
-)  # fmt: skip
-_Z975 = 1.959964
-
-
-def t975(dof: int) -> float:
-    """Student-t 0.975 quantile: the table to 30, then the Cornish-Fisher expansion
-    (Abramowitz & Stegun 26.7.5), within 1e-4 of the exact value beyond 30."""
-    if dof < 1:
-        raise ValueError(f"no t quantile for {dof} degrees of freedom")
-    if dof <= len(_T975):
-        return _T975[dof - 1]
-    z = _Z975
-    return z + (z**3 + z) / (4 * dof) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * dof**2)
-
-
-def interval(values: np.ndarray) -> dict[str, float | int | None]:
-    """Mean and 95% confidence half-width of independent observations."""
-    n = int(values.size)
-    mean = float(values.mean())
-    if n < 2:
-        return {"mean": mean, "ci95": None, "n": n}
-    half = t975(n - 1) * float(values.std(ddof=1)) / math.sqrt(n)
-    return {"mean": mean, "ci95": half, "n": n}
 
 
 def run_sampled(options: RunOptions, plan: SamplePlan) -> dict[str, Any]:
@@ -79,7 +51,7 @@ def run_sampled(options: RunOptions, plan: SamplePlan) -> dict[str, Any]:
     previous, rates, done, first_unit = None, {}, 0, None
     bar = tqdm(
         total=len(starts), desc=f"{options.system}/{options.model} sampled", unit="unit",
-        disable=not options.progress, file=sys.stderr, leave=False,
+        disable=None if options.progress else True, file=sys.stderr, leave=False,
     )  # fmt: skip
     for start in starts:
         return_freed_memory()  # the last unit's board and buffers, freed
@@ -109,10 +81,12 @@ def run_sampled(options: RunOptions, plan: SamplePlan) -> dict[str, Any]:
     cycle = _copy_cycle(previous.carried_state(), rates)
     warnings = _representativeness(phases, cycle, options.batches)
     results = _results(options, spec.name, batch_size, plan, measured, breakdowns, warnings)
+    results["provenance"] = provenance()
     board, scheduler, ticks = first_unit
     rows = global_rows(ticks, time.monotonic() - started, 0) + _stat_rows(results)
     config = {
         "options": {**options_dict(options, spec, batch_size), "sample": vars(plan)},
+        "provenance": provenance(),
         "board": board.config(),
     }
     write_outdir(Path(options.outdir), rows, config, results, scheduler.records, None)
@@ -155,17 +129,14 @@ def _rates(before: dict, after: dict, rates: dict) -> dict:
 
 
 def _results(options, model, batch_size, plan, measured, breakdowns, warnings) -> dict[str, Any]:
-    batch = interval(np.array(measured))
+    batch, few = batch_time_summary(np.array(measured), "sampled units")
     return {
         "system": options.system,
         "model": model,
         "batches": options.batches,
         "batch_size": batch_size,
         "seed": options.seed,
-        "batch_time_ms": {
-            "mean": _ms(batch["mean"]),
-            "ci95_ms": None if batch["ci95"] is None else _ms(batch["ci95"]),
-        },
+        "batch_time_ms": batch,
         "breakdown_ms": {
             key: _ms(float(np.mean([b[key] for b in breakdowns]))) for key in BREAKDOWN
         },
@@ -178,6 +149,7 @@ def _results(options, model, batch_size, plan, measured, breakdowns, warnings) -
             "unit_batch_times_ms": [_ms(t) for t in measured],
             "warnings": warnings,
         },
+        "warnings": warnings + few,
         "failure": None,
     }
 

@@ -28,3 +28,16 @@ def quiet_interrupts(prog: str) -> None:
         os._exit(130)
 
     signal.signal(signal.SIGINT, interrupted)
+
+
+def note_first_compile(prog: str) -> None:
+    """On a terminal, say before the first run on a machine goes quiet compiling the
+    kernels (components/compiled.py), once, and where they will be kept."""
+    from components.compiled import cache_dir, first_compile_pending
+
+    if sys.stderr.isatty() and first_compile_pending():
+        print(
+            f"{prog}: compiling the simulator's kernels for this machine, once (30-60 s); "
+            f"later runs load them from {cache_dir()}",
+            file=sys.stderr,
+        )

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from components.sim.mpl import check_backend
 from simulate.run.options import UsageError
-from simulate.sweeps import collect
+from simulate.sweeps import collect, collect_plot
 from simulate.sweeps.slurm import sbatch_directives
 from simulate.sweeps.spec import Sweep
 
@@ -31,38 +31,71 @@ def add_collect_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--plot",
         metavar="METRIC",
-        help="plot this column, e.g. batch_time_ms.mean (one line per system)",
+        help="plot this column, e.g. batch_time_ms.mean; every option that varies must "
+        "then be the x axis, --hue, --facet, the seed or --average-over",
     )
-    parser.add_argument("--x", metavar="AXIS", help="the column on the plot's x axis")
     parser.add_argument(
-        "--png", metavar="PATH", help="plot file (default OUTROOT/METRIC-vs-AXIS.png)"
+        "--x", metavar="AXIS", help="the option on the plot's x axis (a column, or its last "
+        "part: ctrl_write_bandwidth for set.board.cxl_mem.pmem.ctrl_write_bandwidth)",
+    )  # fmt: skip
+    parser.add_argument("--hue", metavar="AXIS", help="one line per value of this option")
+    parser.add_argument("--facet", metavar="AXIS", help="one panel per value of this option")
+    parser.add_argument(
+        "--average-over",
+        action="append",
+        default=[],
+        metavar="AXIS",
+        help="average over this option like over seeds, its spread drawn as error bars "
+        "(repeatable; refused by default, since the mean is of no configuration run)",
+    )
+    parser.add_argument(
+        "--png",
+        "--figure",
+        dest="png",
+        metavar="PATH",
+        help="figure file (default OUTROOT/METRIC-vs-AXIS.FORMAT)",
+    )
+    parser.add_argument(
+        "--format",
+        choices=collect_plot.FORMATS,
+        help="figure format (default: the --figure suffix, else png)",
     )
 
 
 def collect_command(
-    args: argparse.Namespace, outroot: str | Path, ids: list[str] | None = None
+    args: argparse.Namespace, outroot: str | Path | list, ids: list[str] | None = None
 ) -> int:
-    """Write the table (and the plot); 0, or 1 when no run is complete yet."""
+    """Write the table (and the figure); 0, or 1 when no run is complete yet."""
     if bool(args.plot) != bool(args.x):
         raise UsageError("--plot and --x go together")
-    root = Path(outroot)
-    if not root.is_dir():
-        raise UsageError(f"{root}: no such directory")
+    if not args.plot and (args.hue or args.facet or args.average_over):
+        raise UsageError("--hue, --facet and --average-over go with --plot")
+    roots = [Path(p) for p in outroot] if isinstance(outroot, list) else [Path(outroot)]
+    for root in roots:
+        if not root.is_dir():
+            raise UsageError(f"{root}: no such directory")
+    root = roots[0]
     if args.out is not None:
         check_out_prefix(args.out)
     if args.png is not None and not args.png.strip():
         raise UsageError("--png must not be empty")
     if args.plot:
         check_backend()
-    rows = collect.gather(root, ids, args.stat)
+    rows = collect.gather(root if ids is not None else roots, ids, args.stat)
     if not rows:
-        print(f"collect: no complete runs under {root}", file=sys.stderr)
+        print(f"collect: no complete runs under {', '.join(map(str, roots))}", file=sys.stderr)
         return 1
+    plan = None
+    if args.plot:  # refuse a plot that would mislead before writing anything
+        plan = collect_plot.layout(rows, args.plot, args.x, args.hue, args.facet, args.average_over)
     csv_path, parquet_path = collect.write_table(rows, Path(args.out or root / "sweep"))
     print(f"collect: {len(rows)} runs -> {csv_path}, {parquet_path}")
-    if args.plot:
-        png = Path(args.png or root / f"{args.plot}-vs-{args.x}.png".replace("/", "_"))
-        print(f"collect: plot -> {collect.plot(rows, args.plot, args.x, png)}")
+    if plan is not None:
+        fmt = args.format or (Path(args.png).suffix.lstrip(".") if args.png else "") or "png"
+        name = f"{args.plot}-vs-{args.x}.{fmt}".replace("/", "_")
+        figure = Path(args.png or root / name)
+        fmt = collect_plot.figure_format(figure, args.format)
+        print(f"collect: plot -> {collect_plot.plot(rows, plan, figure, fmt)}")
     return 0
 
 

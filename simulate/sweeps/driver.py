@@ -12,7 +12,8 @@ from tqdm import tqdm
 
 from simulate.run import configure
 from simulate.run.cli import raise_received
-from simulate.run.options import RunOptions
+from simulate.run.options import RunOptions, UsageError
+from simulate.run.provenance import code_version, provenance
 from simulate.sweeps import executors, store
 from simulate.sweeps.runid import canonical
 from simulate.sweeps.runner import DONE, FAILED, SKIPPED, Outcome, run_one
@@ -54,13 +55,36 @@ def share_inputs(options: list[RunOptions], folder: Path) -> list[RunOptions]:
     ]
 
 
+def check_same_code(sweep: Sweep, runs: list[Run]) -> None:
+    """Refuse to count runs that other code finished as part of this sweep: its table
+    would mix results of two code versions under one set of options."""
+    code = provenance()["code"]
+    done = [run for run in runs if store.is_complete(sweep.outroot, run.id)]
+    other = [run for run in done if store.code_of(sweep.outroot, run.id) != code]
+    if other:
+        found = store.code_of(sweep.outroot, other[0].id) or "unrecorded"
+        raise UsageError(
+            f"{len(other)} of {len(done)} finished runs under {sweep.outroot} were made by "
+            f"other code (run {other[0].index}: code {found}; now {code_version()}); "
+            "give a new --outroot, or --allow-mixed to keep them beside new runs"
+        )
+
+
 def execute(
-    sweep: Sweep, runs: list[Run], executor: str, workers: int, shared_inputs: bool = True
+    sweep: Sweep,
+    runs: list[Run],
+    executor: str,
+    workers: int,
+    shared_inputs: bool = True,
+    allow_mixed: bool = False,
 ) -> Summary:
     """Run every unfinished run of runs; a run's failure never stops the others.
-    ``shared_inputs``: local runs with the same inputs share their batches."""
+    ``shared_inputs``: local runs with the same inputs share their batches;
+    ``allow_mixed``: count runs finished by other code as done (else refused)."""
     if executor == "slurm":
         executors.require_slurm()
+    if not allow_mixed:
+        check_same_code(sweep, runs)
     sweep.outroot.mkdir(parents=True, exist_ok=True)
     store.clean_stale(sweep.outroot)
     pending = [run for run in runs if not store.is_complete(sweep.outroot, run.id)]

@@ -31,14 +31,23 @@ NAMED_DEFAULTS = {
 
 def canonical(options: RunOptions) -> dict[str, Any]:
     """The options that decide a run's result, with defaults filled in."""
-    data = asdict(options)
+    return canonical_dict(asdict(options))
+
+
+def canonical_dict(data: dict[str, Any]) -> dict[str, Any]:
+    """``canonical`` of options as a mapping (asdict, or config.json's with ``sets`` as
+    PATH=VALUE strings)."""
+    data = dict(data)
     for name in NOT_IDENTITY:
-        data.pop(name)
-    if data["batch_size"] is None:
+        data.pop(name, None)
+    sets = data.get("sets", [])
+    if isinstance(sets, list) and all(isinstance(item, str) for item in sets):
+        data["sets"] = [item.split("=", 1) for item in sets]
+    if data.get("batch_size") is None:
         data["batch_size"] = DEFAULT_BATCH_SIZE
     data["sets"] = dict(sorted(dict(data["sets"]).items()))  # last --set of a path wins
     for name, default in NAMED_DEFAULTS.items():
-        if data[name] == default:
+        if data.get(name) == default:
             data.pop(name)
     # an option that is off (False, None, empty) is absent: a new off-by-default option
     # leaves every existing id unchanged

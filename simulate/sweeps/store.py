@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from components.sim.outputs import process_alive
+from simulate.run.provenance import provenance
 
 DONE = "DONE"
 OPTIONS = "options.json"
@@ -72,8 +73,10 @@ def _fsync_tree(path: Path) -> None:
 
 
 def finalize(outroot: Path, run_id: str, tmp: Path, options: dict[str, Any]) -> bool:
-    """Mark tmp complete and rename it to outroot/<id>; False if another copy won."""
-    (tmp / OPTIONS).write_text(json.dumps({"id": run_id, "options": options}, indent=1) + "\n")
+    """Mark tmp complete and rename it to outroot/<id>; False if another copy won.
+    options.json keeps the run's options and the code that ran it (simulate/provenance)."""
+    record = {"id": run_id, "options": options, "provenance": provenance()}
+    (tmp / OPTIONS).write_text(json.dumps(record, indent=1) + "\n")
     (tmp / DONE).write_text(run_id + "\n")
     _fsync_tree(tmp)
     final = outroot / run_id
@@ -97,6 +100,15 @@ def record_failure(outroot: Path, run_id: str, message: str, options: dict[str, 
     tmp = folder / f".{run_id}.{os.getpid()}.tmp"
     tmp.write_text(f"{message}\n{json.dumps(options, sort_keys=True)}\n")
     os.replace(tmp, folder / f"{run_id}.txt")
+
+
+def code_of(outroot: Path, run_id: str) -> str | None:
+    """The source hash of the code that ran a complete run (None: not recorded)."""
+    try:
+        recorded = json.loads((outroot / run_id / OPTIONS).read_text()).get("provenance")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return recorded.get("code") if isinstance(recorded, dict) else None
 
 
 def failure_message(outroot: Path, run_id: str) -> str | None:
