@@ -85,3 +85,28 @@ def test_flows_without_a_load_share_as_before():
     run(mixed)
     # pressure 1 on r, factor 2 on the loaded flow's half of the work: 1.5x the media
     assert max(f.end for f in mixed) == pytest.approx(3000, rel=1e-6)
+
+
+@pytest.mark.parametrize(("readers", "demand"), [(4, 0.9), (8, 0.9), (24, 0.9), (24, 2.4)])
+def test_symmetric_readers_settle_on_the_queueing_fixed_point(readers, demand):
+    """N equal window-bound readers, each queueing behind the other N - 1: each runs at
+    the rate x with x = 1 / (bound x (latency + wait((N - 1) x need)) / latency), found
+    here by bisection; the network's repeated fill must settle there, not oscillate (24
+    threads on six Optane DIMMs want 2.4 times what the DIMMs serve, idle)."""
+    need, latency, service = 1.0e6, 305.0, 38.8
+    bound = need * readers / demand  # at idle latency they would want ``demand``
+
+    def excess(x):
+        rho = min((readers - 1) * x * need, 0.99)
+        return x - latency / (bound * (latency + service * rho / (2 * (1 - rho))))
+
+    low, high = 0.0, 1.0 / (readers * need)
+    for _ in range(200):
+        mid = 0.5 * (low + high)
+        low, high = (mid, high) if excess(mid) < 0 else (low, mid)
+    flows = [
+        Flow({"r": need}, min_ticks=bound, load=load(latency=latency, service=service))
+        for _ in range(readers)
+    ]
+    run(flows)
+    assert max(f.end for f in flows) == pytest.approx(1 / low, rel=1e-3)

@@ -328,7 +328,8 @@ class FlowNetwork:
 
     def _solve(self) -> None:
         """Max-min shares, with every fence chain's bound stretched by the slowdown its
-        writes' service sees at the shares the flows would take unbounded."""
+        writes' service sees at the shares the flows would take unbounded; while a flow
+        with a load is active, with its device's thrashing and queueing (loaded.py)."""
         state = self._arrays()
         if self._loaded:
             rate, bottleneck = loaded.solve(state, self._fenced_fill)

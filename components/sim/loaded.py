@@ -22,7 +22,9 @@ Two terms, both recomputed whenever the active set changes:
   requester at the resource: M/D/1 (Pollaczek-Khinchine, deterministic service) at the
   utilisation the others make, ``service * rho / (2 (1 - rho))``. Its window bound
   stretches by ``(latency + wait) / latency``. The utilisation depends on the rates and the
-  rates on the bounds, so the fill is repeated, damped, until the bounds hold still.
+  rates on the bounds, so the fill is repeated until the bounds hold still: each bound
+  moves half way to its target, and half as far again each time it overshoots (the
+  target falls as the bound rises, so this brackets the fixed point).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import numpy as np
 RHO_MAX = 0.99
 """Utilisation the queueing term is evaluated at most: M/D/1's wait diverges at 1, where
 the max-min fill's saturation takes over."""
-ROUNDS = 40
+ROUNDS = 60
 TOLERANCE = 1e-4
 """Relative change of every window bound below which the fill stops repeating."""
 
@@ -93,6 +95,7 @@ def solve(state, fill: Callable) -> tuple[np.ndarray, np.ndarray]:
     if not waits.any():
         return rate, bottleneck
     queued = loaded & waits[entry_flow]
+    step, last = np.full(count, 0.5), np.zeros(count)
     for _ in range(ROUNDS):
         use = shaped.need * rate[entry_flow]
         busy = np.bincount(entry_res, weights=use, minlength=width)
@@ -107,9 +110,13 @@ def solve(state, fill: Callable) -> tuple[np.ndarray, np.ndarray]:
             state.min_ticks * (latency + mean_wait) / np.where(waits, latency, 1.0),
             state.min_ticks,
         )
-        if np.all(np.abs(target - shaped.min_ticks) <= TOLERANCE * np.abs(target)):
+        residual = target - shaped.min_ticks
+        if np.all(np.abs(residual) <= TOLERANCE * np.abs(target)):
             break
-        shaped.min_ticks = 0.5 * (shaped.min_ticks + target)
+        # the target falls as the bound rises: where it overshot, halve the step
+        step = np.where(residual * last < 0, 0.5 * step, step)
+        last = residual
+        shaped.min_ticks = shaped.min_ticks + step * residual
         rate, bottleneck = fill(shaped)
     return rate, bottleneck
 
