@@ -120,8 +120,10 @@ def test_gpu_preset_from_the_api_equals_the_cli(tmp_path):
     )  # fmt: skip
     assert simulated(api) == simulated(tmp_path / "cli")
     assert simulated(api) != simulated(run(tmp_path / "default"))
-    config = json.loads((api / "config.json").read_text())
-    assert "67" in json.dumps(config) and "3350000000000" in json.dumps(config).replace(".0", "")
+    gpu = json.loads((api / "config.json").read_text())["board"]["gpu"]
+    assert gpu["preset"] == "h100"
+    assert gpu["params"]["peak_flops"]["value"] == 67e12
+    assert "H100 datasheet" in gpu["params"]["peak_flops"]["source"]
 
 
 def test_a_sweep_spec_takes_the_gpu_as_an_axis(tmp_path):
