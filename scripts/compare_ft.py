@@ -40,7 +40,7 @@ from simulate.failures.costs import (  # noqa: E402
 from simulate.failures.goodput import Scheme, exponential_gaps, long_run, young_interval  # noqa: E402
 from simulate.run.cli import QuietParser, UsageError, run_main  # noqa: E402
 from simulate.run.configure import batch_size_of  # noqa: E402
-from simulate.run.options import RunOptions, check_seed  # noqa: E402
+from simulate.run.options import RunOptions, check_gpu_name, check_seed  # noqa: E402
 from simulate.run.preflight import check_outdir  # noqa: E402
 
 PAPER_SYSTEMS = ("pmem", "cxl-b", "cxl")
@@ -58,7 +58,9 @@ def parse_args(argv: list[str] | None):
     parser.add_argument("--days", type=float, default=30.0, help="training days per long run")
     parser.add_argument("--batches", type=int, default=6, help="batches per timing run")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--gpu", default=None, metavar="NAME", help="a GPU preset (docs/gpu.md)")
     args = parser.parse_args(argv)
+    args.gpu = check_gpu_name(args.gpu)
     try:
         args.mtbf = [float(x) for x in args.mtbf.split(",") if x.strip()]
     except ValueError:
@@ -93,7 +95,7 @@ INTERVALS = [int(k) for k in np.unique(np.geomspace(1, 1e7, 22).astype(int))]
 
 
 def compare(args) -> int:
-    base = RunOptions(system="dram", model=args.model, seed=args.seed, progress=False)
+    base = RunOptions(system="dram", model=args.model, seed=args.seed, gpu=args.gpu, progress=False)
     samples = batch_size_of(base)
     bar = tqdm(
         total=len(PAPER_SYSTEMS) + 2, desc="timing", unit="scheme", file=sys.stderr, disable=None
@@ -103,7 +105,9 @@ def compare(args) -> int:
     bar.update(1)
     papers = []
     for system in PAPER_SYSTEMS:
-        options = RunOptions(system=system, model=args.model, seed=args.seed, progress=False)
+        options = RunOptions(
+            system=system, model=args.model, seed=args.seed, gpu=args.gpu, progress=False
+        )
         papers.append((paper_scheme(options, args.batches)[0], log_bytes_per_batch(options)))
         bar.update(1)
     cpr = cpr_costs(base)

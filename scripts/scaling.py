@@ -31,7 +31,7 @@ from tqdm import tqdm  # noqa: E402
 
 from simulate.failures.inject import recovery_cost  # noqa: E402
 from simulate.run.cli import QuietParser, UsageError, add_names_option, names, run_main  # noqa: E402
-from simulate.run.options import RunOptions, check_steady_batches  # noqa: E402
+from simulate.run.options import RunOptions, check_gpu_name, check_steady_batches  # noqa: E402
 from simulate.simulator import Simulator  # noqa: E402
 from workloads.workload import DlrmWorkload  # noqa: E402
 
@@ -56,11 +56,14 @@ def resource_kind(key: str) -> str:
     return next((kind for pattern, kind in RESOURCE_KINDS if re.search(pattern, key)), key)
 
 
-def point(system: str, model: str, gpus: int, mems: int, batches: int, outdir: str) -> dict:
+def point(
+    system: str, model: str, gpus: int, mems: int, batches: int, outdir: str, gpu: str | None
+) -> dict:
     """One simulated configuration, as a row of the table."""
     results = Simulator(
-        system, DlrmWorkload(model), batches, outdir, gpus=gpus, cxl_mems=mems, progress=False
-    ).run()
+        system, DlrmWorkload(model), batches, outdir, gpus=gpus, cxl_mems=mems, gpu=gpu,
+        progress=False,
+    ).run()  # fmt: skip
     batch_ms = results["batch_time_ms"]["mean"]
     samples = results["batch_size"]
     with open(os.path.join(outdir, "stats.json")) as handle:
@@ -100,7 +103,7 @@ def study(args) -> list[dict]:
             grid, desc="scaling", unit="run", file=sys.stderr, disable=None
         ):
             out = os.path.join(scratch, f"{system}_{model}_{gpus}x{mems}")
-            rows.append(point(system, model, gpus, mems, args.batches, out))
+            rows.append(point(system, model, gpus, mems, args.batches, out, args.gpu))
     base = {(r["system"], r["model"]): r for r in rows if (r["gpus"], r["cxl_mems"]) == (1, 1)}
     for row in rows:
         one = base.get((row["system"], row["model"]))
@@ -173,7 +176,7 @@ def recovery_study(args) -> str:
     points = [(s, m) for s in args.systems for m in args.mems]
     for system, mems in tqdm(points, desc="recovery", unit="point", file=sys.stderr, disable=None):
         options = RunOptions(system=system, model=args.models[0], batches=3, cxl_mems=mems,
-                             progress=False)  # fmt: skip
+                             gpu=args.gpu, progress=False)  # fmt: skip
         entry = recovery_cost(options)
         phases = ", ".join(f"{k.removeprefix('recovery_')} {v:.3f}"
                            for k, v in entry.get("recovery_phases_ms", {}).items())  # fmt: skip
@@ -199,6 +202,7 @@ def main(argv: list[str]) -> int:
         "--mems", nargs="+", type=int, default=list(COUNTS), help="CXL-MEM counts (default 1 2 4 8)"
     )
     parser.add_argument("--batches", type=int, default=4, help="batches per point (default 4)")
+    parser.add_argument("--gpu", default=None, metavar="NAME", help="a GPU preset (docs/gpu.md)")
     parser.add_argument(
         "--recovery",
         action="store_true",
@@ -209,6 +213,7 @@ def main(argv: list[str]) -> int:
         args = parser.parse_args(argv)
         args.systems = names(args.systems, "--systems", CHOICES)
         args.models = names(args.models, "--models", MODELS)
+        args.gpu = check_gpu_name(args.gpu)
         check_steady_batches(args.batches)
         for flag, counts in (("--gpus", args.gpus), ("--mems", args.mems)):
             if min(counts) < 1:

@@ -120,8 +120,10 @@ def test_gpu_preset_from_the_api_equals_the_cli(tmp_path):
     )  # fmt: skip
     assert simulated(api) == simulated(tmp_path / "cli")
     assert simulated(api) != simulated(run(tmp_path / "default"))
-    config = json.loads((api / "config.json").read_text())
-    assert "67" in json.dumps(config) and "3350000000000" in json.dumps(config).replace(".0", "")
+    gpu = json.loads((api / "config.json").read_text())["board"]["gpu"]
+    assert gpu["preset"] == "h100"
+    assert gpu["params"]["peak_flops"]["value"] == 67e12
+    assert "H100 datasheet" in gpu["params"]["peak_flops"]["source"]
 
 
 def test_a_sweep_spec_takes_the_gpu_as_an_axis(tmp_path):
@@ -133,3 +135,19 @@ def test_a_sweep_spec_takes_the_gpu_as_an_axis(tmp_path):
     spec.write_text(spec.read_text().replace("h200", "h2000"))
     with pytest.raises(SpecError, match="unknown GPU 'h2000'"):
         load_sweep(spec)
+
+
+def test_data_parallel_gpus_replay_the_profile_of_their_share(tmp_path):
+    """Two GPUs of 32 samples each replay a batch-32 profile: the model's own
+    predictions change nothing; an uneven split (33 samples) is refused."""
+    profile = predictions(tmp_path / "profile.json", "groups")
+    runs = {}
+    for label, path in (("plain", None), ("replayed", profile)):
+        out = tmp_path / label
+        workload = DlrmWorkload(MODEL, batch_size=2 * BATCH)
+        Simulator("cxl", workload, 3, out, gpus=2, progress=False, gpu_profile=path).run()
+        runs[label] = simulated(out)
+    assert runs["replayed"] == runs["plain"]
+    workload = DlrmWorkload(MODEL, batch_size=2 * BATCH + 1)
+    with pytest.raises(UsageError, match="splits unevenly over the GPUs"):
+        Simulator("cxl", workload, 3, tmp_path / "odd", gpus=2, gpu_profile=profile).run()

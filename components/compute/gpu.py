@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from components.compute.gpu_presets import apply_preset
+from components.compute.gpu_presets import DEFAULT_GPU, PRESETS, apply_preset
 from components.sim.flows import Flow
 from components.sim.params import (
     Bandwidth,
@@ -156,6 +156,7 @@ class Gpu(SimObject):
     def __init__(self, **overrides: Any) -> None:
         super().__init__(**overrides)
         self.measured: dict[str, int] | None = None
+        self.preset_name = DEFAULT_GPU
         self.busyTicks = self.scalar("busyTicks", "ticks running kernels", "Tick")
         self.launchTicks = self.scalar(
             "launchTicks", "ticks the GPU waited for eager launches", "Tick"
@@ -176,6 +177,17 @@ class Gpu(SimObject):
         gpu = cls()
         apply_preset(gpu, name)
         return gpu
+
+    def config(self) -> dict[str, Any]:
+        """config.json: the preset's name, and its own source for each value it set
+        that no --set has changed since."""
+        out = super().config()
+        preset = PRESETS[self.preset_name]
+        out["preset"] = self.preset_name
+        for key, (value, source) in preset.values.items():
+            if self._param_raw[key] == value:
+                out["params"][key]["source"] = source
+        return out
 
     def use_measured(self, ticks_by_kernel: dict[str, int] | None) -> None:
         """Replace the model by measured device ticks per kernel name (None: the model).

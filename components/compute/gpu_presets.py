@@ -86,6 +86,8 @@ def check_gpu(name: str) -> str:
 
 def apply_preset(gpu: Any, name: str) -> None:
     """Set ``gpu``'s parameters to the preset's (the defaults are the RTX 3090's)."""
-    preset = PRESETS[check_gpu(name)]
+    key_name = check_gpu(name)
+    preset = PRESETS[key_name]
     for key, param in type(gpu)._params.items():
         setattr(gpu, key, preset.values.get(key, (param.default, ""))[0])
+    gpu.preset_name = key_name
