@@ -14,6 +14,7 @@ from components.boards import BOARDS, build_board
 from components.boards.base import TrainingBoard
 from components.boards.disaggregated import DisaggregatedBoard
 from components.boards.software_ft import POLICIES, SOFTWARE_FT_SYSTEMS, SoftwareCheckpoint
+from components.memory.stores import apply_store
 from components.sim.engine import Engine
 from components.sim.schedule import Scheduler
 from simulate.run.options import SYSTEMS, RunOptions, UsageError, multi_device, resolve_topology
@@ -105,6 +106,8 @@ def software_policy(
         policy.interval = options.ckpt_interval
     if options.quantize != "none":
         policy.quantize = options.quantize
+    if options.store is not None:
+        apply_store(policy.store, options.store)
     return policy
 
 
