@@ -56,6 +56,8 @@ QUANTIZE = ("none", "8", "4")
 OWNED = ("REPORT.md", "goodput.png", "overhead.png")
 MEMORIES = ("pmem", "ssd", "dram")  # the tables' memory, same-memory rows first
 PAPER_SYSTEMS = {"pmem": ("pmem", "cxl-b", "cxl"), "ssd": (), "dram": ()}
+# systems whose host runs the software policies on tables in that memory
+SOFTWARE_SYSTEMS = {"pmem": ("pmem", "cxl-d"), "ssd": ("ssd",), "dram": ("dram",)}
 GROUPS = {
     "pmem": "same memory: PMEM (Table 2)",
     "ssd": "same memory: NVMe SSD (Table 2)",
@@ -126,7 +128,10 @@ INTERVALS = [int(k) for k in np.unique(np.geomspace(1, 1e7, 22).astype(int))]
 def compare(args) -> int:
     rows = []
     for memory in args.memories:
-        rows += [(memory, *row) for row in compare_on(memory, args)]
+        for mtbf, scheme, nbytes, hw, samples in compare_on(memory, args):
+            n = int(args.days * 86400 / (scheme.batch_s + scheme.checkpoint_s / scheme.interval))
+            run = long_run(scheme, n, samples, exponential_gaps(mtbf, args.seed))
+            rows.append((memory, mtbf, scheme, run, nbytes, hw))
     text = report(rows, args)
     with replacing_dir(Path(args.outdir), OWNED) as staging:
         (staging / "REPORT.md").write_text(text)
@@ -137,26 +142,40 @@ def compare(args) -> int:
 
 def compare_on(memory: str, args) -> list[tuple]:
     """Every scheme whose tables live in ``memory``: the systems' own protocols on it,
-    and CPR and Check-N-Run on the host system that keeps its tables there (the
-    policies' ``none`` gives the batch without a checkpoint)."""
-    base = RunOptions(
-        system=memory, model=args.model, seed=args.seed, progress=False, checkpoint="none",
-        store=args.store,
-    )  # fmt: skip
-    samples = batch_size_of(base)
+    then CPR and Check-N-Run driven by the host of each system that keeps its tables
+    there (on PMEM: the host's own, and CXL-MEM's under CXL-D)."""
     systems = PAPER_SYSTEMS[memory]
-    bar = tqdm(total=len(systems) + 2, desc=f"timing ({memory})", unit="scheme", file=sys.stderr)
-    timing = timed_run(base, batches=args.batches)
-    batch_s, batch_j = timing["batch_time_ms"]["mean"] / 1e3, batch_joules(timing)
-    bar.update(1)
+    bar = tqdm(total=len(systems), desc=f"protocols ({memory})", unit="scheme", file=sys.stderr)
     papers = []
     for system in systems:
         options = RunOptions(system=system, model=args.model, seed=args.seed, progress=False)
         scheme = paper_scheme(options, args.batches)[0]
-        papers.append((scheme, log_bytes_per_batch(options), hardware_text(hardware(options))))
+        hw = hardware_text(hardware(options))
+        papers.append((scheme, log_bytes_per_batch(options), hw, batch_size_of(options)))
         bar.update(1)
-    software_hw = hardware_text(hardware(replace(base, checkpoint="cpr")))
+    bar.close()
+    rows = [(mtbf, *paper) for mtbf in args.mtbf for paper in papers]
+    for system in SOFTWARE_SYSTEMS[memory]:
+        rows += software_rows(system, args)
+    order = {mtbf: i for i, mtbf in enumerate(args.mtbf)}
+    return sorted(rows, key=lambda row: order[row[0]])  # stable: protocols first
+
+
+def software_rows(system: str, args) -> list[tuple]:
+    """CPR and Check-N-Run (FP32, 8 bit, 4 bit) on ``system``, at every MTBF: the batch
+    from a run with ``--checkpoint none`` (the store installed, nothing written)."""
+    base = RunOptions(
+        system=system, model=args.model, seed=args.seed, progress=False, checkpoint="none",
+        store=args.store,
+    )  # fmt: skip
+    samples = batch_size_of(base)
+    bar = tqdm(total=3, desc=f"timing ({system}, software)", unit="step", file=sys.stderr)
+    timing = timed_run(base, batches=args.batches)
+    batch_s, batch_j = timing["batch_time_ms"]["mean"] / 1e3, batch_joules(timing)
+    bar.update(1)
+    hw = hardware_text(hardware(replace(base, checkpoint="cpr")))
     cpr = cpr_costs(base)
+    bar.update(1)
     rates = snapshot_rates(base)
     bar.update(1)
     bar.close()
@@ -169,23 +188,20 @@ def compare_on(memory: str, args) -> list[tuple]:
         return cache[bits, interval]
 
     rows = []
-    for mtbf in tqdm(args.mtbf, desc=f"long runs ({memory})", unit="mtbf", file=sys.stderr):
-        schemes = list(papers)
+    for mtbf in tqdm(args.mtbf, desc=f"long runs ({system})", unit="mtbf", file=sys.stderr):
         cpr_k = young_interval(cpr["checkpoint_s"], mtbf, batch_s)
-        scheme = Scheme(f"{memory}+cpr", batch_s, cpr["checkpoint_s"], cpr["recovery_s"], cpr_k,
+        scheme = Scheme(f"{system}+cpr", batch_s, cpr["checkpoint_s"], cpr["recovery_s"], cpr_k,
                         False, batch_j, cpr["checkpoint_j"], cpr["recovery_j"])  # fmt: skip
-        schemes.append((scheme, cpr["bytes"], software_hw))
+        schemes = [(scheme, cpr["bytes"])]
         for bits in QUANTIZE:
             options = replace(base, quantize=bits, checkpoint="check-n-run")
             k, costs = best_cnr_interval(options, batch_s, mtbf, costs_at)
-            name = f"{memory}+cnr" + ("" if bits == "none" else f"-{bits}b")
+            name = f"{system}+cnr" + ("" if bits == "none" else f"-{bits}b")
             scheme = Scheme(name, batch_s, costs["checkpoint_s"], costs["recovery_s"], k, True,
                             batch_j, costs["checkpoint_j"], costs["recovery_j"])  # fmt: skip
-            schemes.append((scheme, costs["bytes_per_checkpoint"], software_hw))
-        for scheme, nbytes, hw in schemes:
-            n = int(args.days * 86400 / (scheme.batch_s + scheme.checkpoint_s / scheme.interval))
-            run = long_run(scheme, n, samples, exponential_gaps(mtbf, args.seed))
-            rows.append((mtbf, scheme, run, nbytes, hw))
+            schemes.append((scheme, costs["bytes_per_checkpoint"]))
+        for scheme, nbytes in schemes:
+            rows.append((mtbf, scheme, nbytes, hw, samples))
     return rows
 
 
@@ -230,7 +246,9 @@ def plot(rows, outdir: Path) -> None:
         fig, axes = plt.subplots(1, len(memories), figsize=(4.2 * len(memories), 4.2))
         for ax, memory in zip(np.atleast_1d(axes), memories, strict=True):
             group = [row for row in rows if row[0] == memory]
-            for name in dict.fromkeys(row[2].name for row in group):
+            names = list(dict.fromkeys(row[2].name for row in group))
+            ax.set_prop_cycle(color=plt.cm.tab20(np.linspace(0, 1, max(len(names), 2))))
+            for name in names:
                 points = [
                     (m / 3600, getattr(r, key)) for _, m, s, r, _, _ in group if s.name == name
                 ]

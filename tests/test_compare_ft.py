@@ -32,13 +32,13 @@ def test_the_comparison_covers_every_scheme_and_writes_its_plots(tmp_path):
     assert done.returncode == 0, done.stderr
     rows = [line for line in (out / "REPORT.md").read_text().splitlines() if line.startswith("| ")]
     cells = [[c.strip() for c in row.split("|")[1:-1]] for row in rows[1:]]
-    software = {f"{m}+{p}" for m in ("pmem", "ssd", "dram") for p in SOFTWARE}
+    software = {f"{m}+{p}" for m in ("pmem", "cxl-d", "ssd", "dram") for p in SOFTWARE}
     assert {c[2] for c in cells} == {"pmem", "cxl-b", "cxl"} | software
     # the same-memory rows lead: every PMEM row (protocols and policies) before any other
     groups = [c[0] for c in cells]
     assert groups[: groups.count(groups[0])] == [groups[0]] * groups.count(groups[0])
     assert "PMEM" in groups[0] and {c[2] for c in cells if c[0] == groups[0]} >= {
-        "cxl", "pmem+cpr", "pmem+cnr"
+        "cxl", "pmem+cpr", "pmem+cnr", "cxl-d+cpr", "cxl-d+cnr"
     }  # fmt: skip
     # each row states its hardware: the same PMEM modules on both sides of the comparison
     hardware = {c[2]: c[3] for c in cells}
@@ -47,6 +47,7 @@ def test_the_comparison_covers_every_scheme_and_writes_its_plots(tmp_path):
     )
     assert hardware["cxl"].split(",")[0][len("CXL-MEM") :] == hardware["pmem+cpr"].split(",")[0][4:]
     assert "store" in hardware["pmem+cpr"] and "store" not in hardware["cxl"]
+    assert hardware["cxl-d+cpr"] == hardware["cxl"] + "; store 0.384 GB/s"
     # longer MTBF: longer CPR interval (sqrt law), fewer failures
     cpr_rows = [c for c in cells if c[2] == "dram+cpr"]
     short, long = (int(r[4].replace(",", "")) for r in cpr_rows)

@@ -94,9 +94,9 @@ def software_policy(
     board built in Python keeps its own subclass of that policy (``given``)."""
     if options.system not in SOFTWARE_FT_SYSTEMS:
         raise UsageError(
-            f"--checkpoint {options.checkpoint} saves host-resident tables: use --system "
-            f"{', '.join(SOFTWARE_FT_SYSTEMS)} ({options.system} keeps its tables on a device "
-            "with its own protocol)"
+            f"--checkpoint {options.checkpoint} is the host's checkpoint of host-resident tables "
+            f"or of CXL-D's: use --system {', '.join(SOFTWARE_FT_SYSTEMS)} ({options.system} "
+            "keeps its tables on a device with its own protocol)"
         )
     kind = POLICIES[options.checkpoint]
     policy = type(given)() if isinstance(given, kind) else kind()

@@ -244,7 +244,7 @@ _RUN_ARGUMENTS: list[tuple[tuple[str, ...], dict]] = [
             choices=CHECKPOINTS,
             help="failure tolerance: the system's own protocol (paper, default), or a "
             "software checkpoint of host tables to an NVMe store (cpr, check-n-run, "
-            "none; dram, pmem and ssd systems; docs/software_ft.md)",
+            "none; dram, pmem, ssd and cxl-d systems; docs/software_ft.md)",
         ),
     ),
     (
