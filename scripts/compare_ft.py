@@ -1,21 +1,27 @@
-"""Hardware against software failure tolerance on one machine model, over failure rates.
+"""Hardware against software failure tolerance, on the same memory first, over failure rates.
 
     python scripts/compare_ft.py --outdir ft [--model rm1] [--mtbf 3600,21600,86400,604800]
+        [--memories pmem,ssd,dram] [--store table2-ssd]
 
-TrainingCXL's systems (cxl-b, cxl) and the PMEM baseline with their own per-batch
-protocols, against CPR and Check-N-Run (FP32, 8 bit, 4 bit) on the DRAM system with an
-NVMe checkpoint store. The engine times each scheme's batch, checkpoint and recovery and
-their energy, and counts the bytes each writes per batch (the paper's protocols: their
-log records and flags; the software policies: checkpoint bytes over the interval)
-(simulate/failures/costs.py); long runs of ``--days`` days of training under exponential
-failures (seeded) give overhead, lost work and goodput (simulate/failures/goodput.py). Writes
-REPORT.md (the table), goodput.png and overhead.png. docs/software_ft.md discusses it.
-"""
+Rows are grouped by the memory that holds the tables, so that a group compares failure
+tolerance on the same hardware: on PMEM (Table 2's modules), the PMEM baseline and
+TrainingCXL's systems (cxl-b, cxl) with their own per-batch protocols beside CPR and
+Check-N-Run (FP32, 8 bit, 4 bit) on the host PMEM system; then the SSD system and the
+DRAM system with the same software policies. Each row states its hardware: the tables'
+memory, its modules and capacity, its bandwidth, and the checkpoint store (``--store``,
+components/memory/stores.py). The engine times each scheme's batch, checkpoint and
+recovery and their energy, and counts the bytes each writes per batch (the paper's
+protocols: their log records and flags; the software policies: checkpoint bytes over the
+interval) (simulate/failures/costs.py); long runs of ``--days`` days of training under
+exponential failures (seeded) give overhead, lost work and goodput
+(simulate/failures/goodput.py). Writes REPORT.md (the table), goodput.png and
+overhead.png. docs/software_ft.md discusses it."""
 
 from __future__ import annotations
 
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -27,11 +33,14 @@ quiet_interrupts("compare_ft.py")
 import numpy as np  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
+from components.memory.stores import DEFAULT_STORE, STORES  # noqa: E402
 from components.sim.outputs import replacing_dir  # noqa: E402
 from simulate.failures.costs import (  # noqa: E402
     batch_joules,
     cnr_costs,
     cpr_costs,
+    hardware,
+    hardware_text,
     log_bytes_per_batch,
     paper_scheme,
     snapshot_rates,
@@ -43,9 +52,17 @@ from simulate.run.configure import batch_size_of  # noqa: E402
 from simulate.run.options import RunOptions, check_gpu_name, check_seed  # noqa: E402
 from simulate.run.preflight import check_outdir  # noqa: E402
 
-PAPER_SYSTEMS = ("pmem", "cxl-b", "cxl")
 QUANTIZE = ("none", "8", "4")
 OWNED = ("REPORT.md", "goodput.png", "overhead.png")
+MEMORIES = ("pmem", "ssd", "dram")  # the tables' memory, same-memory rows first
+PAPER_SYSTEMS = {"pmem": ("pmem", "cxl-b", "cxl"), "ssd": (), "dram": ()}
+# systems whose host runs the software policies on tables in that memory
+SOFTWARE_SYSTEMS = {"pmem": ("pmem", "cxl-d"), "ssd": ("ssd",), "dram": ("dram",)}
+GROUPS = {
+    "pmem": "same memory: PMEM (Table 2)",
+    "ssd": "same memory: NVMe SSD (Table 2)",
+    "dram": "DRAM-resident tables",
+}
 
 
 def parse_args(argv: list[str] | None):
@@ -59,8 +76,24 @@ def parse_args(argv: list[str] | None):
     parser.add_argument("--batches", type=int, default=6, help="batches per timing run")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--gpu", default=None, metavar="NAME", help="a GPU preset (docs/gpu.md)")
+    parser.add_argument(
+        "--memories",
+        default=",".join(MEMORIES),
+        help=f"the tables' memories to compare on, comma-separated (of {', '.join(MEMORIES)})",
+    )
+    parser.add_argument(
+        "--store",
+        default=DEFAULT_STORE,
+        help=f"the software policies' checkpoint store, one of {', '.join(STORES)}",
+    )
     args = parser.parse_args(argv)
     args.gpu = check_gpu_name(args.gpu)
+    if args.store not in STORES:
+        raise UsageError(f"--store {args.store!r}: one of {', '.join(STORES)}")
+    args.memories = [m.strip() for m in args.memories.split(",") if m.strip()]
+    unknown = [m for m in args.memories if m not in MEMORIES]
+    if unknown or not args.memories:
+        raise UsageError(f"--memories: one or more of {', '.join(MEMORIES)}, got {unknown}")
     try:
         args.mtbf = [float(x) for x in args.mtbf.split(",") if x.strip()]
     except ValueError:
@@ -95,52 +128,12 @@ INTERVALS = [int(k) for k in np.unique(np.geomspace(1, 1e7, 22).astype(int))]
 
 
 def compare(args) -> int:
-    base = RunOptions(system="dram", model=args.model, seed=args.seed, gpu=args.gpu, progress=False)
-    samples = batch_size_of(base)
-    bar = tqdm(
-        total=len(PAPER_SYSTEMS) + 2, desc="timing", unit="scheme", file=sys.stderr, disable=None
-    )
-    timing = timed_run(base, batches=args.batches)
-    dram, dram_j = timing["batch_time_ms"]["mean"] / 1e3, batch_joules(timing)
-    bar.update(1)
-    papers = []
-    for system in PAPER_SYSTEMS:
-        options = RunOptions(
-            system=system, model=args.model, seed=args.seed, gpu=args.gpu, progress=False
-        )
-        papers.append((paper_scheme(options, args.batches)[0], log_bytes_per_batch(options)))
-        bar.update(1)
-    cpr = cpr_costs(base)
-    rates = snapshot_rates(base)
-    bar.update(1)
-    bar.close()
-    cache: dict[tuple[str, int], dict] = {}
-
-    def costs_at(bits: str, interval: int) -> dict:
-        if (bits, interval) not in cache:
-            options = RunOptions(**{**vars(base), "quantize": bits})
-            cache[bits, interval] = cnr_costs(options, interval, dram, rates)
-        return cache[bits, interval]
-
-    int(args.days * 86400 / dram)
     rows = []
-    for mtbf in tqdm(args.mtbf, desc="long runs", unit="mtbf", file=sys.stderr, disable=None):
-        schemes = list(papers)
-        cpr_k = young_interval(cpr["checkpoint_s"], mtbf, dram)
-        scheme = Scheme("dram+cpr", dram, cpr["checkpoint_s"], cpr["recovery_s"], cpr_k, False,
-                        dram_j, cpr["checkpoint_j"], cpr["recovery_j"])  # fmt: skip
-        schemes.append((scheme, cpr["bytes"]))
-        for bits in QUANTIZE:
-            options = RunOptions(**{**vars(base), "quantize": bits, "checkpoint": "check-n-run"})
-            k, costs = best_cnr_interval(options, dram, mtbf, costs_at)
-            name = "dram+cnr" + ("" if bits == "none" else f"-{bits}b")
-            scheme = Scheme(name, dram, costs["checkpoint_s"], costs["recovery_s"], k, True,
-                            dram_j, costs["checkpoint_j"], costs["recovery_j"])  # fmt: skip
-            schemes.append((scheme, costs["bytes_per_checkpoint"]))
-        for scheme, nbytes in schemes:
+    for memory in args.memories:
+        for mtbf, scheme, nbytes, hw, samples in compare_on(memory, args):
             n = int(args.days * 86400 / (scheme.batch_s + scheme.checkpoint_s / scheme.interval))
             run = long_run(scheme, n, samples, exponential_gaps(mtbf, args.seed))
-            rows.append((mtbf, scheme, run, nbytes))
+            rows.append((memory, mtbf, scheme, run, nbytes, hw))
     text = report(rows, args)
     with replacing_dir(Path(args.outdir), OWNED) as staging:
         (staging / "REPORT.md").write_text(text)
@@ -149,19 +142,92 @@ def compare(args) -> int:
     return 0
 
 
+def compare_on(memory: str, args) -> list[tuple]:
+    """Every scheme whose tables live in ``memory``: the systems' own protocols on it,
+    then CPR and Check-N-Run driven by the host of each system that keeps its tables
+    there (on PMEM: the host's own, and CXL-MEM's under CXL-D)."""
+    systems = PAPER_SYSTEMS[memory]
+    bar = tqdm(total=len(systems), desc=f"protocols ({memory})", unit="scheme", file=sys.stderr)
+    papers = []
+    for system in systems:
+        options = RunOptions(
+            system=system, model=args.model, seed=args.seed, gpu=args.gpu, progress=False
+        )
+        scheme = paper_scheme(options, args.batches)[0]
+        hw = hardware_text(hardware(options))
+        papers.append((scheme, log_bytes_per_batch(options), hw, batch_size_of(options)))
+        bar.update(1)
+    bar.close()
+    rows = [(mtbf, *paper) for mtbf in args.mtbf for paper in papers]
+    for system in SOFTWARE_SYSTEMS[memory]:
+        rows += software_rows(system, args)
+    order = {mtbf: i for i, mtbf in enumerate(args.mtbf)}
+    return sorted(rows, key=lambda row: order[row[0]])  # stable: protocols first
+
+
+def software_rows(system: str, args) -> list[tuple]:
+    """CPR and Check-N-Run (FP32, 8 bit, 4 bit) on ``system``, at every MTBF: the batch
+    from a run with ``--checkpoint none`` (the store installed, nothing written)."""
+    base = RunOptions(
+        system=system, model=args.model, seed=args.seed, progress=False, checkpoint="none",
+        store=args.store, gpu=args.gpu,
+    )  # fmt: skip
+    samples = batch_size_of(base)
+    bar = tqdm(total=3, desc=f"timing ({system}, software)", unit="step", file=sys.stderr)
+    timing = timed_run(base, batches=args.batches)
+    batch_s, batch_j = timing["batch_time_ms"]["mean"] / 1e3, batch_joules(timing)
+    bar.update(1)
+    hw = hardware_text(hardware(replace(base, checkpoint="cpr")))
+    cpr = cpr_costs(base)
+    bar.update(1)
+    rates = snapshot_rates(base)
+    bar.update(1)
+    bar.close()
+    cache: dict[tuple[str, int], dict] = {}
+
+    def costs_at(bits: str, interval: int) -> dict:
+        if (bits, interval) not in cache:
+            options = replace(base, quantize=bits)
+            cache[bits, interval] = cnr_costs(options, interval, batch_s, rates)
+        return cache[bits, interval]
+
+    rows = []
+    for mtbf in tqdm(args.mtbf, desc=f"long runs ({system})", unit="mtbf", file=sys.stderr):
+        cpr_k = young_interval(cpr["checkpoint_s"], mtbf, batch_s)
+        scheme = Scheme(f"{system}+cpr", batch_s, cpr["checkpoint_s"], cpr["recovery_s"], cpr_k,
+                        False, batch_j, cpr["checkpoint_j"], cpr["recovery_j"])  # fmt: skip
+        schemes = [(scheme, cpr["bytes"])]
+        for bits in QUANTIZE:
+            options = replace(base, quantize=bits, checkpoint="check-n-run")
+            k, costs = best_cnr_interval(options, batch_s, mtbf, costs_at)
+            name = f"{system}+cnr" + ("" if bits == "none" else f"-{bits}b")
+            scheme = Scheme(name, batch_s, costs["checkpoint_s"], costs["recovery_s"], k, True,
+                            batch_j, costs["checkpoint_j"], costs["recovery_j"])  # fmt: skip
+            schemes.append((scheme, costs["bytes_per_checkpoint"]))
+        for scheme, nbytes in schemes:
+            rows.append((mtbf, scheme, nbytes, hw, samples))
+    return rows
+
+
 def report(rows, args) -> str:
     lines = [
         f"# Failure tolerance on {args.model}: {args.days:g} days of training per run",
         "",
-        "| MTBF (h) | scheme | interval (batches) | checkpoint (s) | recovery (s) | "
+        f"Software policies' checkpoint store: {args.store} ({STORES[args.store].description}).",
+        "",
+        "Rows are grouped by the memory that holds the tables: a group compares failure "
+        "tolerance on the same hardware; across groups the memory differs too.",
+        "",
+        "| tables in | MTBF (h) | scheme | hardware (tables; capacity budget) | "
+        "interval (batches) | checkpoint (s) | recovery (s) | "
         "bytes per batch | failures | lost batches | overhead | goodput (samples/s) | "
         "energy per sample (mJ) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for mtbf, scheme, run, nbytes in rows:
+    for memory, mtbf, scheme, run, nbytes, hw in rows:
         per_batch = f"{nbytes / scheme.interval:,.0f}"
         lines.append(
-            f"| {mtbf / 3600:g} | {scheme.name} | {scheme.interval:,} | "
+            f"| {GROUPS[memory]} | {mtbf / 3600:g} | {scheme.name} | {hw} | {scheme.interval:,} | "
             f"{scheme.checkpoint_s:.4g} | {scheme.recovery_s:.4g} | {per_batch} | "
             f"{run.failures} | {run.lost_batches:,} | {run.overhead:.2%} | {run.goodput:,.0f} | "
             f"{run.energy_per_sample * 1e3:.4g} |"
@@ -170,24 +236,32 @@ def report(rows, args) -> str:
 
 
 def plot(rows, outdir: Path) -> None:
+    """One panel per memory group: the schemes that share the tables' hardware."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = list(dict.fromkeys(scheme.name for _, scheme, _, _ in rows))
+    memories = list(dict.fromkeys(row[0] for row in rows))
     for key, ylabel, filename in (
         ("goodput", "goodput (samples/s)", "goodput.png"),
         ("overhead", "overhead (share of wall time)", "overhead.png"),
     ):
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-        for name in names:
-            points = [(m / 3600, getattr(r, key)) for m, s, r, _ in rows if s.name == name]
-            ax.plot(*zip(*points, strict=True), marker="o", label=name)
-        ax.set_xscale("log")
-        ax.set_xlabel("MTBF (hours)")
-        ax.set_ylabel(ylabel)
-        ax.legend(fontsize=8)
+        fig, axes = plt.subplots(1, len(memories), figsize=(4.2 * len(memories), 4.2))
+        for ax, memory in zip(np.atleast_1d(axes), memories, strict=True):
+            group = [row for row in rows if row[0] == memory]
+            names = list(dict.fromkeys(row[2].name for row in group))
+            ax.set_prop_cycle(color=plt.cm.tab20(np.linspace(0, 1, max(len(names), 2))))
+            for name in names:
+                points = [
+                    (m / 3600, getattr(r, key)) for _, m, s, r, _, _ in group if s.name == name
+                ]
+                ax.plot(*zip(*points, strict=True), marker="o", label=name)
+            ax.set_xscale("log")
+            ax.set_xlabel("MTBF (hours)")
+            ax.set_ylabel(ylabel)
+            ax.set_title(GROUPS[memory], fontsize=9)
+            ax.legend(fontsize=7)
         fig.tight_layout()
         fig.savefig(outdir / filename, dpi=120)
         plt.close(fig)

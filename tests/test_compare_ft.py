@@ -18,6 +18,7 @@ from workloads.models import get_model
 from workloads.opgraph import build_demand
 
 ROOT = Path(__file__).resolve().parents[1]
+SOFTWARE = ("cpr", "cnr", "cnr-8b", "cnr-4b")
 SCRIPT = ROOT / "scripts" / "compare_ft.py"
 
 
@@ -30,20 +31,37 @@ def test_the_comparison_covers_every_scheme_and_writes_its_plots(tmp_path):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     rows = [line for line in (out / "REPORT.md").read_text().splitlines() if line.startswith("| ")]
-    schemes = {row.split("|")[2].strip() for row in rows[1:]}
-    assert schemes == {"pmem", "cxl-b", "cxl", "dram+cpr", "dram+cnr", "dram+cnr-8b", "dram+cnr-4b"}
+    cells = [[c.strip() for c in row.split("|")[1:-1]] for row in rows[1:]]
+    software = {f"{m}+{p}" for m in ("pmem", "cxl-d", "ssd", "dram") for p in SOFTWARE}
+    assert {c[2] for c in cells} == {"pmem", "cxl-b", "cxl"} | software
+    # the same-memory rows lead: every PMEM row (protocols and policies) before any other
+    groups = [c[0] for c in cells]
+    assert groups[: groups.count(groups[0])] == [groups[0]] * groups.count(groups[0])
+    assert "PMEM" in groups[0] and {c[2] for c in cells if c[0] == groups[0]} >= {
+        "cxl", "pmem+cpr", "pmem+cnr", "cxl-d+cpr", "cxl-d+cnr"
+    }  # fmt: skip
+    # each row states its hardware: the same PMEM modules on both sides of the comparison
+    hardware = {c[2]: c[3] for c in cells}
+    assert hardware["cxl"].startswith("CXL-MEM Pmem") and hardware["pmem+cpr"].startswith(
+        "host Pmem"
+    )
+    assert hardware["cxl"].split(",")[0][len("CXL-MEM") :] == hardware["pmem+cpr"].split(",")[0][4:]
+    assert "store" in hardware["pmem+cpr"] and "store" not in hardware["cxl"]
+    assert hardware["cxl-d+cpr"] == hardware["cxl"] + "; store 0.384 GB/s"
     # longer MTBF: longer CPR interval (sqrt law), fewer failures
-    cpr_rows = [r.split("|") for r in rows if "dram+cpr" in r]
-    short, long = (int(r[3].replace(",", "")) for r in cpr_rows)
+    cpr_rows = [c for c in cells if c[2] == "dram+cpr"]
+    short, long = (int(r[4].replace(",", "")) for r in cpr_rows)
     assert long / short == pytest.approx((86400 / 600) ** 0.5, rel=0.02)
     assert (out / "goodput.png").stat().st_size > 0 and (out / "overhead.png").stat().st_size > 0
     header = rows[0].split("|")
-    assert "energy per sample (mJ)" in header[-2]
+    assert "energy per sample (mJ)" in header[-2] and "hardware" in header[4]
     assert all(float(r.split("|")[-2]) > 0 for r in rows[1:])
 
 
 def test_bad_arguments_are_one_line(tmp_path):
-    for args in (["--mtbf", "-1"], ["--mtbf", "x"], ["--days", "0"], ["--batches", "1"]):
+    bad = (["--mtbf", "-1"], ["--mtbf", "x"], ["--days", "0"], ["--batches", "1"],
+           ["--memories", "cxl"], ["--memories", ","])  # fmt: skip
+    for args in bad:
         done = subprocess.run(
             [sys.executable, str(SCRIPT), "--outdir", str(tmp_path / "o"), *args],
             capture_output=True, text=True,

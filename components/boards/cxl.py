@@ -54,6 +54,7 @@ class CxlDBoard(NearMemoryBoard):
         self.cxl_gpu = Type2Device()
         self.cxl_mem = Type2Device(memory=Pmem(), memory_name="pmem")
         self.cxl_mem.nmp = NearMemoryEngine()
+        self.ft = None  # CXL-D only: a host-driven SoftwareCheckpoint in place of the redo log
 
     @property
     def pmem(self) -> Pmem:
@@ -90,10 +91,36 @@ class CxlDBoard(NearMemoryBoard):
         pull = self.cxl_mem.dcoh.read(self.cxl_path("mem", "gpu"), nbytes)
         return self.mlp_log_writes(slot, start, nbytes, header, along=pull)
 
+    # ----- a software checkpoint instead (CXL-D only): the host copies CXL-MEM's tables --
+    def size_memories(self, layout) -> None:
+        super().size_memories(layout)
+        if self.ft is not None:
+            self.ft.size(layout)
+
+    def checkpoint(self, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
+        if self.ft is None:
+            return super().checkpoint(ops, prev)
+        return self.ft.checkpoint_ops(self, ops, prev)
+
+    def checkpoint_source(self) -> Pmem:
+        """The memory a software checkpoint reads the tables from: CXL-MEM's PMEM, read
+        by the host over CXL.mem (a checkpoint's copy is bound by PMEM and the store)."""
+        return self.pmem
+
+    def mlp_to_host(self, nbytes: int) -> Iterator[Stage]:
+        """The MLP parameters flushed to the host by the GPU's DCOH, for a checkpoint."""
+        yield self.cxl_gpu.dcoh.flush(self.cxl_path("gpu", "host"), nbytes)
+
+    def mlp_to_gpu(self, nbytes: int) -> Iterator[Stage]:
+        """Recovered MLP parameters read into GPU memory by its DCOH from the host."""
+        yield self.cxl_gpu.dcoh.read(self.cxl_path("gpu", "host"), nbytes)
+
     # ----- the redo checkpoint -----------------------------------------------------------
     def update_deps(self, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
         """Redo: log the batch's rows, then the MLPs pulled over CXL.cache, set the flag,
-        then update in place (log before apply)."""
+        then update in place (log before apply). None under a software checkpoint."""
+        if self.ft is not None:
+            return []
         n, demand = ops.batch, ops.demand
         slot, nbytes = log_slot(n), demand.mlp_param_bytes
 

@@ -299,7 +299,8 @@ class CheckNRunCheckpoint(SoftwareCheckpoint):
 
     def snapshot_memory(self, board):
         """Host DRAM for the snapshot: the tables' own channels on the DRAM system."""
-        return board.storage if isinstance(board.storage, Dram) else self.dram
+        tables = getattr(board, "storage", None)
+        return tables if isinstance(tables, Dram) else self.dram
 
     def row_bytes_stored(self, board) -> int:
         """Bytes per checkpointed row on the store (the FP32 row, or its codes + range)."""
@@ -379,4 +380,4 @@ class NoCheckpoint(SoftwareCheckpoint):
 POLICIES: dict[str, type[SoftwareCheckpoint]] = {
     cls.policy: cls for cls in (CprCheckpoint, CheckNRunCheckpoint, NoCheckpoint)
 }
-SOFTWARE_FT_SYSTEMS = ("dram", "pmem", "ssd")  # tables on the host
+SOFTWARE_FT_SYSTEMS = ("dram", "pmem", "ssd", "cxl-d")  # the host drives the checkpoint

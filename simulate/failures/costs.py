@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from components.boards.software_ft import bulk_stage
 from components.energy import EnergyReport
 from components.sim.engine import Engine
 from components.sim.schedule import Scheduler
@@ -112,6 +113,84 @@ def cpr_costs(options: RunOptions) -> dict:
         "recovery_s": recovery[0],
         "recovery_j": sum(recovery[1:]),
         "bytes": _op_value(cpr, lambda board: board.ft.recovery_bytes(board)),
+    }
+
+
+def hardware(options: RunOptions) -> dict:
+    """What a scheme runs on: the tables' memory (modules installed, their capacity, the
+    media bandwidths of every controller together), the bytes the tables take there,
+    and the checkpoint store where a software policy writes one."""
+
+    def describe(board) -> dict:
+        memory = board.table_memory()
+        memory = getattr(memory, "ssd", memory)  # the SSD system: the drive holds the rows
+        ft = getattr(board, "ft", None)
+        return {
+            "memory": type(memory).__name__,
+            "place": "CXL-MEM" if "cxl" in board.system else "host",
+            "modules": memory.modules,
+            "capacity": memory.modules * memory.module_capacity,
+            "tables": board.layout.regions()["data"][1],
+            "read_bw": memory.controllers * memory.ctrl_read_bandwidth,
+            "write_bw": memory.controllers * memory.ctrl_write_bandwidth,
+            "store_write_bw": None if ft is None else ft.store.write_bandwidth,
+        }
+
+    return _op_value(options, describe)
+
+
+def hardware_text(hw: dict) -> str:
+    """One line a reader compares rows by: where the tables are and what holds them."""
+    text = (
+        f"{hw['place']} {hw['memory']} {hw['modules']} x "
+        f"{hw['capacity'] / hw['modules'] / 2**30:g} GiB, "
+        f"{hw['read_bw'] / 1e9:.3g}/{hw['write_bw'] / 1e9:.3g} GB/s r/w; "
+        f"tables {hw['tables'] / 1e9:.3g} GB"
+    )
+    if hw["store_write_bw"] is not None:
+        text += f"; store {hw['store_write_bw'] / 1e9:.3g} GB/s"
+    return text
+
+
+def cpr_shard_costs(options: RunOptions, shards: int) -> dict:
+    """One node's share of a CPR checkpoint when ``shards`` nodes like ``options``'s
+    board each hold 1/shards of the tables and a store of their own: the save (the
+    MLPs pulled off the GPU and saved by one node beside its shard, the others' shards
+    in parallel: that node is the slowest), a shard's load (read back from its store
+    into its memory), and a full recovery's (every shard at once, then the MLPs to the
+    GPU)."""
+    cpr = replace(options, checkpoint="cpr")
+
+    def shard(board) -> int:
+        return board.layout.regions()["data"][1] // shards
+
+    def save(board):
+        yield from board.mlp_to_host(board.layout.mlp_bytes)
+        size = shard(board)
+        board.ft.checkpointBytes += size + board.layout.mlp_bytes
+        yield bulk_stage(
+            ("read", board.checkpoint_source(), size),
+            ("write", board.ft.store, size + board.layout.mlp_bytes),
+            latency=board.host.op_overhead,
+        )
+
+    def load(board):
+        size = shard(board)
+        yield bulk_stage(
+            ("read", board.ft.store, size),
+            ("write", board.checkpoint_source(), size),
+            latency=board.host.op_overhead,
+        )
+
+    def load_all(board):
+        yield from load(board)
+        yield from board.mlp_to_gpu(board.layout.mlp_bytes)
+
+    return {
+        "save_s": _op_seconds(cpr, save),
+        "load_s": _op_seconds(cpr, load),
+        "load_all_s": _op_seconds(cpr, load_all),
+        "shard_bytes": _op_value(cpr, shard),
     }
 
 

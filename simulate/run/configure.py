@@ -17,6 +17,7 @@ from components.boards.software_ft import POLICIES, SOFTWARE_FT_SYSTEMS, Softwar
 from components.compute.gpu import Gpu
 from components.compute.gpu_presets import apply_preset
 from components.memory.pmem import use_model
+from components.memory.stores import apply_store
 from components.sim.engine import Engine
 from components.sim.schedule import Scheduler
 from simulate.run.gpu_profile import apply_profile
@@ -107,9 +108,9 @@ def software_policy(
     board built in Python keeps its own subclass of that policy (``given``)."""
     if options.system not in SOFTWARE_FT_SYSTEMS:
         raise UsageError(
-            f"--checkpoint {options.checkpoint} saves host-resident tables: use --system "
-            f"{', '.join(SOFTWARE_FT_SYSTEMS)} ({options.system} keeps its tables on a device "
-            "with its own protocol)"
+            f"--checkpoint {options.checkpoint} is the host's checkpoint of host-resident tables "
+            f"or of CXL-D's: use --system {', '.join(SOFTWARE_FT_SYSTEMS)} ({options.system} "
+            "keeps its tables on a device with its own protocol)"
         )
     kind = POLICIES[options.checkpoint]
     policy = type(given)() if isinstance(given, kind) else kind()
@@ -119,6 +120,8 @@ def software_policy(
         policy.interval = options.ckpt_interval
     if options.quantize != "none":
         policy.quantize = options.quantize
+    if options.store is not None:
+        apply_store(policy.store, options.store)
     return policy
 
 

@@ -18,6 +18,7 @@ from components.compute.gpu_presets import DEFAULT_GPU, UnknownGpuError, check_g
 from components.compute.gpu_presets import PRESETS as GPU_PRESETS
 from components.interconnect.topology import TopologySpec, load_topology
 from components.memory.pmem import PMEM_MODELS
+from components.memory.stores import DEFAULT_STORE, STORES
 from components.sim.params import ConfigError
 from components.sim.units import UnitError, parse_time
 from workloads.inputs import DEFAULT_ZIPF_EXPONENT, MAX_ZIPF_EXPONENT
@@ -54,7 +55,14 @@ SYSTEMS = ("ssd", "pmem", "pcie", "cxl-d", "cxl-b", "cxl", "dram")
 MULTI_DEVICE_SYSTEMS = ("cxl-d", "cxl-b", "cxl")
 CHECKPOINTS = ("paper", "cpr", "check-n-run", "none")
 # run options a tool that replays every batch of the paper's protocols does not take
-SAMPLED_OR_SOFTWARE_FT = ("--sample", "--checkpoint", "--quantize", "--mtbf", "--ckpt-interval")
+SAMPLED_OR_SOFTWARE_FT = (
+    "--sample",
+    "--checkpoint",
+    "--quantize",
+    "--mtbf",
+    "--ckpt-interval",
+    "--store",
+)
 QUANTIZE = ("none", "8", "4")
 MAX_SEED = 2**32 - 1  # numpy's conventional 32-bit seed range; negative seeds are refused
 MAX_FAILURES_PER_BATCH = 8
@@ -94,6 +102,8 @@ class RunOptions:
     quantize: str = "none"
     mtbf: float | None = None
     ckpt_interval: float | None = None
+    store: str | None = None
+    """--store NAME: the software checkpoint store's preset (components/memory/stores.py)."""
     sample_plan: str | None = None
     """--sample PERIOD[:WARMUP[:UNITS]]: a systematic sample of batches (simulate/sampling)."""
     gpu: str | None = None
@@ -256,7 +266,7 @@ _RUN_ARGUMENTS: list[tuple[tuple[str, ...], dict]] = [
             choices=CHECKPOINTS,
             help="failure tolerance: the system's own protocol (paper, default), or a "
             "software checkpoint of host tables to an NVMe store (cpr, check-n-run, "
-            "none; dram, pmem and ssd systems; docs/software_ft.md)",
+            "none; dram, pmem, ssd and cxl-d systems; docs/software_ft.md)",
         ),
     ),
     (
@@ -284,6 +294,16 @@ _RUN_ARGUMENTS: list[tuple[tuple[str, ...], dict]] = [
             metavar="SECONDS",
             help="simulated seconds between software checkpoints (default: CPR's rule, "
             "sqrt(2 x checkpoint time x MTBF))",
+        ),
+    ),
+    (
+        ("--store",),
+        dict(
+            default=None,
+            metavar="NAME",
+            help="the software checkpoint store: "
+            + ", ".join(f"{k} ({v.description})" for k, v in STORES.items())
+            + f" (default {DEFAULT_STORE})",
         ),
     ),
     (
@@ -562,6 +582,7 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         ckpt_interval=args.ckpt_interval,
         gpu=gpu,
         gpu_profile=args.gpu_profile,
+        store=args.store,
         gpus=gpus,
         cxl_mems=mems,
         topology=args.topology,
@@ -690,12 +711,18 @@ def _check_software_ft(args: argparse.Namespace) -> None:
     software = args.checkpoint != "paper"  # its system is checked with the board
     if args.quantize != "none" and args.checkpoint != "check-n-run":
         raise UsageError("--quantize is Check-N-Run's: add --checkpoint check-n-run")
-    for flag, value in (("--mtbf", args.mtbf), ("--ckpt-interval", args.ckpt_interval)):
+    if args.store is not None and args.store not in STORES:
+        raise UsageError(f"--store {args.store!r}: one of {', '.join(STORES)}")
+    for flag, value in (
+        ("--mtbf", args.mtbf),
+        ("--ckpt-interval", args.ckpt_interval),
+        ("--store", args.store),
+    ):
         if value is not None and not software:
             raise UsageError(
                 f"{flag} sets a software checkpoint: add --checkpoint cpr or check-n-run"
             )
-        if value is not None and not (math.isfinite(value) and value > 0):
+        if isinstance(value, float) and not (math.isfinite(value) and value > 0):
             raise UsageError(f"{flag} must be a positive number of seconds, got {value}")
     if software and args.pmem_image:
         raise UsageError(

@@ -1,0 +1,166 @@
+"""CPR's partial recovery against full recovery when the tables are sharded over nodes.
+
+    python scripts/cpr_shards.py --outdir cpr [--system pmem] [--model rm1]
+        [--shards 1,2,4,8,16] [--mtbf 3600,86400] [--target 0.01] [--store table2-ssd]
+
+Each of N nodes like ``--system``'s host holds 1/N of the tables and checkpoints its
+shard to a store of its own (``--store``); a failure takes one node down. Full
+recovery reloads every shard and reruns the batches since the checkpoint; partial
+recovery (CPR) reloads the failed node's shard only and gives its updates since the
+checkpoint up. The engine times one shard's save and load
+(simulate/failures/costs.cpr_shard_costs) and the batch (the system with
+``--checkpoint none``); long runs of ``--days`` days under exponential failures
+(simulate/failures/partial.py) report save, load and rerun time and the lost samples
+separately, at Young's interval and, for partial recovery, at the longest interval whose
+expected lost share stays within ``--target``. Writes REPORT.md and overhead.png.
+docs/software_ft.md discusses it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from simulate.run.startup import quiet_interrupts  # noqa: E402
+
+quiet_interrupts("cpr_shards.py")
+
+import numpy as np  # noqa: E402
+
+from components.boards.software_ft import SOFTWARE_FT_SYSTEMS  # noqa: E402
+from components.memory.stores import DEFAULT_STORE, STORES  # noqa: E402
+from components.sim.outputs import replacing_dir  # noqa: E402
+from simulate.failures.costs import cpr_shard_costs, timed_run  # noqa: E402
+from simulate.failures.goodput import exponential_gaps, young_interval  # noqa: E402
+from simulate.failures.partial import ShardedScheme, lost_share_interval, sharded_run  # noqa: E402
+from simulate.run.cli import QuietParser, UsageError, run_main  # noqa: E402
+from simulate.run.configure import batch_size_of  # noqa: E402
+from simulate.run.options import RunOptions, check_seed  # noqa: E402
+from simulate.run.preflight import check_outdir  # noqa: E402
+
+OWNED = ("REPORT.md", "overhead.png")
+
+
+def _numbers(text: str, flag: str, kind=float) -> list:
+    try:
+        values = [kind(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UsageError(f"{flag} expects numbers separated by commas, got {text!r}") from None
+    if not values or not all(np.isfinite(v) and v > 0 for v in values):
+        raise UsageError(f"{flag} values must be positive, got {text!r}")
+    return values
+
+
+def parse_args(argv: list[str] | None):
+    parser = QuietParser(prog="cpr_shards.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--outdir", default="cpr")
+    parser.add_argument("--system", default="pmem")
+    parser.add_argument("--model", default="rm1")
+    parser.add_argument("--shards", default="1,2,4,8,16", help="nodes, comma-separated")
+    parser.add_argument("--mtbf", default="3600,86400", help="seconds, comma-separated")
+    parser.add_argument("--target", type=float, default=0.01, help="lost share bound")
+    parser.add_argument("--days", type=float, default=30.0, help="training days per long run")
+    parser.add_argument("--store", default=DEFAULT_STORE)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args(argv)
+    if args.system not in SOFTWARE_FT_SYSTEMS:
+        raise UsageError(f"--system {args.system!r}: one of {', '.join(SOFTWARE_FT_SYSTEMS)}")
+    if args.store not in STORES:
+        raise UsageError(f"--store {args.store!r}: one of {', '.join(STORES)}")
+    args.shards = _numbers(args.shards, "--shards", int)
+    if max(args.shards) > 1024:
+        raise UsageError("--shards: at most 1024 nodes")
+    args.mtbf = _numbers(args.mtbf, "--mtbf")
+    if not (np.isfinite(args.target) and 0 < args.target < 1):
+        raise UsageError(f"--target must be in (0, 1), got {args.target}")
+    if not (np.isfinite(args.days) and 0 < args.days <= 3650):
+        raise UsageError(f"--days must be in (0, 3650], got {args.days}")
+    check_seed(args.seed)
+    check_outdir(args.outdir)
+    return args
+
+
+def compare(args) -> int:
+    base = RunOptions(system=args.system, model=args.model, seed=args.seed, progress=False,
+                      checkpoint="none", store=args.store)  # fmt: skip
+    samples = batch_size_of(base)
+    batch_s = timed_run(base, batches=4)["batch_time_ms"]["mean"] / 1e3
+    rows = []
+    for shards in args.shards:
+        costs = cpr_shard_costs(base, shards)
+        for mtbf in args.mtbf:
+            young = young_interval(costs["save_s"], mtbf, batch_s)
+            bound = lost_share_interval(args.target, shards, mtbf, batch_s, costs["save_s"])
+            for name, partial, interval, load in (
+                ("full", False, young, costs["load_all_s"]),
+                ("partial", True, young, costs["load_s"]),
+                (f"partial, lost share <= {args.target:g}", True, bound, costs["load_s"]),
+            ):
+                scheme = ShardedScheme(name, batch_s, costs["save_s"], load, interval, shards,
+                                       partial)  # fmt: skip
+                n = int(args.days * 86400 / (batch_s + costs["save_s"] / interval))
+                run = sharded_run(scheme, n, samples, exponential_gaps(mtbf, args.seed))
+                rows.append((shards, mtbf, run))
+    text = report(rows, args, batch_s)
+    with replacing_dir(Path(args.outdir), OWNED) as staging:
+        (staging / "REPORT.md").write_text(text)
+        plot(rows, staging)
+    print(text)
+    return 0
+
+
+def report(rows, args, batch_s: float) -> str:
+    lines = [
+        f"# CPR on {args.model}, tables sharded over nodes like {args.system}: "
+        f"{args.days:g} days per run",
+        "",
+        f"Batch {batch_s * 1e3:.3f} ms; store {args.store}; save and load are one shard's "
+        "(the nodes work in parallel).",
+        "",
+        "| shards | MTBF (h) | recovery | interval (batches) | save (s) | load (s) | failures | "
+        "saving | loading | rerunning | overhead | lost share |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for shards, mtbf, run in rows:
+        s = run.scheme
+        lines.append(
+            f"| {shards} | {mtbf / 3600:g} | {s.name} | {s.interval:,} | {s.save_s:.4g} | "
+            f"{s.load_s:.4g} | {run.failures} | {run.save_s / run.wall_s:.2%} | "
+            f"{run.load_s / run.wall_s:.2%} | {run.rerun_s / run.wall_s:.2%} | "
+            f"{run.overhead:.2%} | {run.lost_share:.3%} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows, outdir: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    mtbfs = list(dict.fromkeys(m for _, m, _ in rows))
+    fig, axes = plt.subplots(1, len(mtbfs), figsize=(4.5 * len(mtbfs), 4.2), squeeze=False)
+    for ax, mtbf in zip(axes[0], mtbfs, strict=True):
+        for name in dict.fromkeys(r.scheme.name for _, m, r in rows if m == mtbf):
+            points = [(n, r.overhead) for n, m, r in rows if m == mtbf and r.scheme.name == name]
+            ax.plot(*zip(*points, strict=True), marker="o", label=name)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("shards (nodes)")
+        ax.set_ylabel("overhead: save + load + rerun (share of wall time)")
+        ax.set_title(f"MTBF {mtbf / 3600:g} h", fontsize=9)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(outdir / "overhead.png", dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_main("cpr_shards.py", lambda: compare(parse_args(argv)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
