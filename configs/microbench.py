@@ -137,11 +137,13 @@ class StreamSpec:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = QuietParser(prog=PROG, description=__doc__.splitlines()[0])
-    p.add_argument("--device", required=True, choices=sorted(DEVICES))
+    p.add_argument("--device", required=True, choices=sorted(DEVICES), help="the device measured")
     p.add_argument("--op", choices=("read", "write"), help="one stream of this kind")
     p.add_argument("--stream", action="append", default=[], help="a concurrent stream")
     p.add_argument("--read-fraction", type=float, help="a read and a write stream, by bytes")
-    p.add_argument("--pattern", default="rand", choices=("seq", "rand"))
+    p.add_argument(
+        "--pattern", default="rand", choices=("seq", "rand"), help="address order (default rand)"
+    )
     p.add_argument("--size", default="64B", help="bytes per request (e.g. 128, 4KiB)")
     p.add_argument("--outstanding", default="1024", help="requests in flight per stream")
     p.add_argument("--requests", default="100000", help="requests per stream")
@@ -153,9 +155,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--threads", default=None, help="run each stream as N requester threads")
     p.add_argument("--span", default="1GiB", help="address range of each stream")
-    p.add_argument("--seed", default="1")
+    p.add_argument("--seed", default="1", help="seed of the random addresses (default 1)")
     p.add_argument("--load-sweep", action="store_true", help="latency vs load, 1..1024 in flight")
-    p.add_argument("--outdir", required=True)
+    p.add_argument("--outdir", required=True, help="where results.json, stats.txt and the plot go")
     args = p.parse_args(argv)
     args.specs = check_args(args)
     return args

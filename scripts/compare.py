@@ -48,7 +48,11 @@ def main(argv: list[str] | None = None) -> int:
         paths = [Path(run) for run in args.runs]
         sections = compare.compare(paths)
         labels = compare.labels_of(paths)
-        print(compare.format_table(sections, labels), end="")
+        try:
+            print(compare.format_table(sections, labels), end="", flush=True)
+        except BrokenPipeError:  # `compare.py A B | head`: the reader has what it wanted
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
         if args.csv:
             print(f"compare: table -> {compare.write_csv(sections, labels, Path(args.csv))}")
         if args.plot:

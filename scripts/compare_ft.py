@@ -67,14 +67,14 @@ GROUPS = {
 
 def parse_args(argv: list[str] | None):
     parser = QuietParser(prog="compare_ft.py", description=__doc__.splitlines()[0])
-    parser.add_argument("--outdir", default="ft")
-    parser.add_argument("--model", default="rm1")
+    parser.add_argument("--outdir", default="ft", help="where the tables and figures go")
+    parser.add_argument("--model", default="rm1", help="model preset (default rm1)")
     parser.add_argument(
         "--mtbf", default="3600,21600,86400,604800", help="seconds, comma-separated"
     )
     parser.add_argument("--days", type=float, default=30.0, help="training days per long run")
     parser.add_argument("--batches", type=int, default=6, help="batches per timing run")
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=1, help="seed of every run (default 1)")
     parser.add_argument("--gpu", default=None, metavar="NAME", help="a GPU preset (docs/gpu.md)")
     parser.add_argument(
         "--memories",

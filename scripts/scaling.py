@@ -156,14 +156,18 @@ def plot(rows: list[dict], outdir: str) -> None:
                 ax.plot([r["cxl_mems"] for r in line], [r["samples_per_s"] for r in line],
                         marker="o", linestyle="-" if system == "cxl" else "--",
                         label=f"{system}, {gpus} GPU{'s' * (gpus > 1)}")  # fmt: skip
+        counts = sorted({r["cxl_mems"] for r in rows})
         ax.set_xscale("log", base=2)
-        ax.set_title(model)
-        ax.set_xlabel("CXL-MEMs")
-        ax.set_ylabel("samples/s")
+        ax.set_xticks(counts, [str(c) for c in counts])
+        ax.minorticks_off()
+        ax.set_ylim(bottom=0)
+        ax.set_title(model.upper())
+        ax.set_xlabel("CXL-MEMs (tables sharded over them)")
+        ax.set_ylabel("training throughput (samples/s)")
         ax.grid(alpha=0.3)
-    axes[0][-1].legend(fontsize=7)
+    axes[0][-1].legend(fontsize=7, title="system, GPUs", title_fontsize=7)
     fig.tight_layout()
-    fig.savefig(os.path.join(outdir, "scaling.png"), dpi=120)
+    fig.savefig(os.path.join(outdir, "scaling.png"), dpi=200)
     plt.close(fig)
 
 

@@ -63,7 +63,7 @@ def parse_args(argv: list[str] | None):
     parser.add_argument(
         "--outdir", default=None, help="keep every run here (default: a temporary directory)"
     )
-    parser.add_argument("--batches", type=int, default=3)
+    parser.add_argument("--batches", type=int, default=3, help="batches per run (default 3)")
     args = parser.parse_args(argv)
     check_steady_batches(args.batches)
     if args.outdir is not None:

@@ -51,12 +51,12 @@ def test_a_parameter_change_shows_in_parameters_results_and_stats(runs, capsys):
 
     assert compare_script.main([str(runs / "a"), str(runs / "slow")]) == 0
     sections = {s.title: s.rows for s in compare.compare([runs / "a", runs / "slow"])}
-    assert [name for name, _ in sections["parameters"]] == [WRITE]
+    assert [name for name, _ in sections["parameters"]] == [f"{WRITE} (B/s)"]
     (mean,) = [values for name, values in sections["results"] if name == "batch_time_ms.mean"]
     assert mean[1] > mean[0]  # half the default write bandwidth cannot be faster
     assert any(name.startswith("board.cxl_mem.pmem") for name, _ in sections["stats"])
     printed = capsys.readouterr().out
-    assert f"  {WRITE}  " in printed and "batch_time_ms.mean" in printed and "%" in printed
+    assert f"  {WRITE} (B/s)  " in printed and "batch_time_ms.mean" in printed and "%" in printed
 
 
 def test_fewer_than_two_runs_is_one_error_line(runs, capsys):

@@ -237,7 +237,7 @@ def names(values: list[str], flag: str, choices: tuple[str, ...] | None = None) 
     """The names of a list option, commas split, each checked against ``choices``."""
     found = [name.strip() for value in values for name in value.split(",") if name.strip()]
     if not found:
-        raise UsageError(f"{flag} names nothing (e.g. {flag} rm1 rm3)")
+        raise UsageError(f"{flag} names no {flag.lstrip('-').removesuffix('s')}")
     for name in found:
         if choices and name not in choices:
             raise UsageError(f"{flag} {name!r}: one of {', '.join(choices)}")
