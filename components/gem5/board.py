@@ -11,8 +11,8 @@
   memories: a crossbar per side (tables' engine, GPU, host), a ``CxlSwitch`` per CXL
   switch, a ``SerialLink`` per (link, direction, message class) that some route crosses
   (shared by every route crossing it that way with that class, as flows share the
-  link in the built-in engine) and a SimpleMemory per transfer target (GPU memory at
-  its bandwidth, device buffers untimed).
+  link in the built-in engine) and a SimpleMemory per transfer target, named
+  ``{side}_{class}_target`` (GPU memory at its bandwidth, device buffers untimed).
 """
 
 from __future__ import annotations
@@ -134,7 +134,6 @@ class CxlFabric(AbstractCacheHierarchy):
 
     def _wire_routes(self, by_side: dict) -> None:
         board = self._board
-        memories = []
         for side, kind in self._targets:
             bandwidth = (
                 f"{gpu_of(board, side).memory_bandwidth / 1e9:g}GB/s"
@@ -146,9 +145,7 @@ class CxlFabric(AbstractCacheHierarchy):
                 latency="0ns", latency_var="0ns", bandwidth=bandwidth, null=True,
             )  # fmt: skip
             memory.port = by_side[side].mem_side_ports
-            memories.append(memory)
-        if memories:
-            self.transfer_targets = memories
+            setattr(self, target_name(side, kind), memory)
         made: dict[int, CxlSwitch] = {}
         links: dict[tuple[int, str, str], tuple[object, dict]] = {}
         for issuer, target, kind in sorted(self._routes):
@@ -178,6 +175,12 @@ class CxlFabric(AbstractCacheHierarchy):
             made[id(switch)] = CxlSwitch(switch)
             setattr(self, name, made[id(switch)])
         return made[id(switch)]
+
+
+def target_name(side: str, kind: str) -> str:
+    """The child name of a transfer target: ``gpu_flush_target`` (what DCOH flushes
+    write into the GPU's memory), ``mem0_mmio_target`` and so on."""
+    return f"{side}_{kind}_target"
 
 
 class ReplayBoard(AbstractSystemBoard):
