@@ -3,8 +3,9 @@
 ``translate``, ``trace``, ``record``, ``ops`` and ``pools`` are pure and import
 anywhere; ``memory`` and ``board`` (gem5 standard-library components) and ``runner``
 need gem5's own packages and are imported only under gem5 (``simulate.gem5_run``,
-configs/examples/cxl_mem_on_test_board.py). This module also finds a gem5 binary and gives the environment
-its embedded interpreter needs, for the scripts and tests that launch it.
+configs/examples/cxl_mem_on_test_board.py). This module also finds a gem5 binary and
+gives the environment its embedded interpreter needs, for the scripts and tests that
+launch it.
 """
 
 from __future__ import annotations

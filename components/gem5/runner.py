@@ -369,7 +369,15 @@ class _Units:
             self._busy.discard(unit)
 
 
+_COUNTERS: dict[str, tuple] = {}
+
+
 def _responses(gen) -> int:
-    """Responses the generator has received so far (its totalReads + totalWrites stats)."""
-    group = gen.getCCObject()
-    return int(sum(group.resolveStat(name).value for name in ("totalReads", "totalWrites")))
+    """Responses the generator has received so far (its totalReads + totalWrites
+    stats, resolved once per generator: the stat objects read the live counts)."""
+    path = gen.path()
+    if path not in _COUNTERS:
+        group = gen.getCCObject()
+        _COUNTERS[path] = tuple(group.resolveStat(n) for n in ("totalReads", "totalWrites"))
+    reads, writes = _COUNTERS[path]
+    return int(reads.value + writes.value)
