@@ -1,9 +1,11 @@
 """The memory ops of a run replayed with stock gem5 SimObjects (docs/gem5.md).
 
-``translate``, ``trace``, ``record`` and ``ops`` are pure and import anywhere;
-``system`` and ``runner`` need gem5's embedded ``m5`` and are imported only by
-``simulate.run.gem5_run``. This module also finds a gem5 binary and gives the environment
-its embedded interpreter needs, for the scripts and tests that launch it.
+``translate``, ``trace``, ``record``, ``ops`` and ``pools`` are pure and import
+anywhere; ``memory`` and ``board`` (gem5 standard-library components) and ``runner``
+need gem5's own packages and are imported only under gem5 (``simulate.run.gem5_run``,
+configs/examples/cxl_mem_on_test_board.py). This module also finds a gem5 binary and
+gives the environment its embedded interpreter needs, for the scripts and tests that
+launch it.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Replays op plans in gem5 and reads each op's duration back (imported under gem5.opt).
+"""Replays op plans on a ReplayBoard, run by gem5's stdlib Simulator (imported under gem5).
 
-Two replays of the same plans on one instantiated system:
+Two phases on one instantiated board, each one ``Simulator.run()``:
 - ``concurrent``: every op starts at the tick the built-in schedule started it, so
   gem5 arbitrates the same overlaps (a lookup next to the previous batch's log drain,
   MLP-log slices during the top MLP); an op's stages run one after another as gem5
@@ -9,11 +9,19 @@ Two replays of the same plans on one instantiated system:
   compare with the built-in engine's ``alone_ticks``.
 
 A stream runs on a generator of its pool: a TraceGen over a packet trace (memory
-streams) or a LinearGen (transfers), then an exit state, so ``m5.simulate`` returns
-once its last request is issued; from then on the runner polls the generator's
-response counters (totalReads + totalWrites) in short steps until every response is
-in. The step is a thousandth of the stream's elapsed time (10 ns .. 2 us), so a
-duration is known to 0.1%.
+streams) or a LinearGen (transfers), then an exit state. The Simulator hands each
+exit to a handler: ``EXIT`` (a generator has issued its last request) and
+``SCHEDULED_TICK`` (a tick this replay asked for: a stage's software wait, an op's
+start, or a look at a stream's response count, which no stock generator reports by
+an exit). Counts are looked at a thousandth of the stream's elapsed time apart (10
+ns .. 2 us), so a duration is known to 0.1%. Handlers return True when the phase's
+last op has ended, which ends ``run()``.
+
+gem5's statistics are reset when a phase starts and dumped at each batch's end (the
+concurrent phase: when its ``batch_end`` op ends, the last batch at the phase's end;
+the alone phase: after the batch's last op), so stats.txt holds one dump per batch
+and phase, concurrent ones first. The per-exit "Entering event queue" lines are
+gem5 info messages, silenced while the replay runs (``--debug-flags`` still trace).
 """
 
 from __future__ import annotations
@@ -27,11 +35,10 @@ from pathlib import Path
 import numpy as np
 
 from components.gem5.ops import LinearStream, OpPlan, StagePlan, TraceStream
-from components.gem5.system import Gem5System, pool_key
+from components.gem5.pools import pool_key
 from components.gem5.trace import write_trace
 
 ISSUE_DONE = " has encountered the exit state"
-LIMIT = "simulate() limit reached"
 MIN_STEP, MAX_STEP, STEP_SHARE = 10_000, 2_000_000, 1000
 QUIESCE = 100_000_000  # 100 us between ops replayed alone: the write queues drain
 
@@ -67,10 +74,14 @@ class _Op:
 
 @dataclass
 class Replay:
-    """Runs plans on an instantiated system; ``workdir`` holds the live trace files."""
+    """Runs plans on a ReplayBoard's generator pools (``pools``) under a stdlib
+    Simulator given ``handlers()`` (``attach``); ``workdir`` holds the live traces."""
 
-    sim: Gem5System
+    pools: dict
     workdir: Path
+    _simulator: object = None
+    _busy: Callable[[], bool] | None = None
+    _scheduled: set = field(default_factory=set)
     _timers: list = field(default_factory=list)
     _running: dict = field(default_factory=dict)
     _free: dict = field(default_factory=dict)
@@ -79,7 +90,51 @@ class Replay:
     _files: itertools.count = field(default_factory=itertools.count)
 
     def __post_init__(self) -> None:
-        self._free = {key: list(gens) for key, gens in self.sim.pools.items()}
+        self._free = {key: list(gens) for key, gens in self.pools.items()}
+
+    # ----- the Simulator's exit events ---------------------------------------------------
+    def handlers(self) -> dict:
+        """``on_exit_event`` for gem5's stdlib Simulator."""
+        from gem5.simulate.exit_event import ExitEvent
+
+        return {
+            ExitEvent.EXIT: self._issued,
+            ExitEvent.SCHEDULED_TICK: self._tick,
+            ExitEvent.MAX_TICK: self._stalled,
+        }
+
+    def attach(self, simulator) -> None:
+        self._simulator = simulator
+
+    def _issued(self) -> bool:
+        """A generator has issued its stream's last request."""
+        cause = self._simulator.get_last_exit_event_cause()
+        name = cause.split(ISSUE_DONE)[0] if ISSUE_DONE in cause else None
+        if name not in self._running:
+            raise RuntimeError(f"gem5 stopped unexpectedly: {cause.strip()}")
+        self._running[name].issued = True
+        return self._advance()
+
+    def _tick(self) -> bool:
+        import m5
+
+        self._scheduled.discard(m5.curTick())
+        return self._busy is None or self._advance()
+
+    def _stalled(self) -> bool:
+        raise RuntimeError("gem5 replay stalled: no event left before the last op ended")
+
+    def _run(self, busy: Callable[[], bool]) -> None:
+        """One phase: ``Simulator.run()`` until ``busy`` turns false."""
+        import m5
+
+        self._busy = busy
+        m5.stats.reset()
+        if self._advance():
+            self._busy = None
+            return
+        self._simulator.run()
+        self._busy = None
 
     # ----- the two replays -----------------------------------------------------------
     def concurrent(self, plans: list[OpPlan]) -> dict[int, tuple[int, int]]:
@@ -131,8 +186,12 @@ class Replay:
                 op.start = m5.curTick()
                 self._at(op.start + op.plan.trace.builtin_ticks, lambda: self._next_stage(op))
 
+        last_batch = max(op.plan.batch for op in ops.values())
+
         def end(uid: int) -> None:
             record = ops[uid].plan.trace.record
+            if record.name == "batch_end" and record.batch != last_batch:
+                self._dump()
             if record.resource is not None:
                 units.release(record.resource)
             for other in followers[uid]:
@@ -142,7 +201,8 @@ class Replay:
         for uid in sorted(ops):
             if not waiting[uid]:
                 self._at(now, lambda uid=uid: ready(uid))
-        self._loop(lambda: any(op.end < 0 for op in ops.values()))
+        self._run(lambda: any(op.end < 0 for op in ops.values()))
+        self._dump()
         return {uid: (op.start, op.end) for uid, op in ops.items()}
 
     def alone(self, plans: list[OpPlan]) -> dict[int, list[int]]:
@@ -153,14 +213,16 @@ class Replay:
         ops = [_Op(plan) for plan in plans if plan.realized]
         queue = list(ops)
 
-        def next_op(_finished: _Op | None = None) -> None:
+        def next_op(finished: _Op | None = None) -> None:
+            if finished is not None and (not queue or queue[0].plan.batch != finished.plan.batch):
+                self._dump()  # the batch's last op
             if queue:
                 op = queue.pop(0)
                 op.done = next_op
                 self._at(m5.curTick() + QUIESCE, lambda: self._begin(op))
 
         next_op()
-        self._loop(lambda: any(op.end < 0 for op in ops))
+        self._run(lambda: any(op.end < 0 for op in ops))
         return {op.plan.trace.record.uid: list(np.diff(op.marks).tolist()) for op in ops}
 
     # ----- ops and stages --------------------------------------------------------------
@@ -238,36 +300,43 @@ class Replay:
             if not self._launch(waiting):
                 self._blocked.append(waiting)
 
-    # ----- the event loop ---------------------------------------------------------------
+    # ----- timers and polls ------------------------------------------------------------
     def _at(self, tick: int, action: Callable[[], None]) -> None:
         heapq.heappush(self._timers, (tick, next(self._seq), action))
 
-    def _loop(self, busy: Callable[[], bool]) -> None:
+    def _advance(self) -> bool:
+        """Run what is due now, then ask for an exit at the next thing due; True once
+        the phase is over."""
         import m5
 
-        while busy():
-            now = m5.curTick()
-            while self._timers and self._timers[0][0] <= now:
-                heapq.heappop(self._timers)[2]()
-            for running in list(self._running.values()):
-                if running.issued and running.next_poll <= now:
-                    self._poll(running, now)
-            if not busy():
-                break
-            wakes = [self._timers[0][0]] if self._timers else []
-            wakes += [r.next_poll for r in self._running.values() if r.issued]
-            if not wakes and not self._running:
-                raise RuntimeError("gem5 replay stalled: ops wait for generators none will free")
-            cause = m5.simulate(max(min(wakes) - now, 1)) if wakes else m5.simulate()
-            self._handle(cause.getCause())
+        now = m5.curTick()
+        while self._timers and self._timers[0][0] <= now:
+            heapq.heappop(self._timers)[2]()
+        for running in list(self._running.values()):
+            if running.issued and running.next_poll <= now:
+                self._poll(running, now)
+        if not self._busy():
+            return True
+        wakes = [self._timers[0][0]] if self._timers else []
+        wakes += [r.next_poll for r in self._running.values() if r.issued]
+        if not wakes and not self._running:
+            raise RuntimeError("gem5 replay stalled: ops wait for generators none will free")
+        if wakes:
+            wake = max(min(wakes), now + 1)
+            if wake not in self._scheduled:
+                self._scheduled.add(wake)
+                m5.scheduleTickExitAbsolute(wake)
+        return False
 
-    def _handle(self, cause: str) -> None:
-        if cause == LIMIT:
-            return
-        name = cause.split(ISSUE_DONE)[0] if ISSUE_DONE in cause else None
-        if name not in self._running:
-            raise RuntimeError(f"gem5 stopped unexpectedly: {cause.strip()}")
-        self._running[name].issued = True
+    def _dump(self) -> None:
+        """One dump of gem5's statistics and a fresh start for the next; the reset
+        zeroes the response counts, so running streams count what is left to come."""
+        import m5
+
+        m5.stats.dump()
+        for running in self._running.values():
+            running.target -= _responses(running.gen)
+        m5.stats.reset()
 
     def _poll(self, running: _Stream, now: int) -> None:
         if _responses(running.gen) >= running.target:
@@ -300,7 +369,15 @@ class _Units:
             self._busy.discard(unit)
 
 
+_COUNTERS: dict[str, tuple] = {}
+
+
 def _responses(gen) -> int:
-    """Responses the generator has received so far (its totalReads + totalWrites stats)."""
-    group = gen.getCCObject()
-    return int(sum(group.resolveStat(name).value for name in ("totalReads", "totalWrites")))
+    """Responses the generator has received so far (its totalReads + totalWrites
+    stats, resolved once per generator: the stat objects read the live counts)."""
+    path = gen.path()
+    if path not in _COUNTERS:
+        group = gen.getCCObject()
+        _COUNTERS[path] = tuple(group.resolveStat(n) for n in ("totalReads", "totalWrites"))
+    reads, writes = _COUNTERS[path]
+    return int(reads.value + writes.value)

@@ -2,14 +2,16 @@
 
 The run is simulated once more by the built-in engine with a recording scheduler
 (components/gem5/record.py), so gem5 replays exactly the streams that engine priced;
-then each op runs in gem5 twice: at its built-in start next to the others
-(concurrent) and by itself (alone). Both sides' durations per op come back together.
+then each op runs in gem5 twice, on a stdlib board (components/gem5/board.py) run by
+gem5's stdlib ``Simulator``: at its built-in start next to the others (concurrent)
+and by itself (alone). Both sides' durations per op come back together.
 """
 
 from __future__ import annotations
 
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +34,6 @@ from simulate.run.configure import (
 )
 from simulate.run.host import drive_batches
 from simulate.run.options import RunOptions, parse_run_options
-
-START_TICK = 1000  # 1 ns: a generator refused at tick 0 trips BaseTrafficGen's retry assert
 
 
 def refusal(argv: list[str]) -> str | None:
@@ -69,14 +69,27 @@ def record_builtin(options: RunOptions):
     return board, scheduler.traces, demands
 
 
+@contextmanager
+def _quiet():
+    """gem5's info messages off while the replay runs: every exit event re-enters the
+    event queue with one ("Entering event queue @ ..."); warnings stay."""
+    from _m5.core import LogLevel, setLogLevel
+
+    setLogLevel(LogLevel.WARN)
+    try:
+        yield
+    finally:
+        setLogLevel(LogLevel.HACK)  # gem5's default: every message on
+
+
 def run_under_gem5(options: RunOptions, sample: int = 0) -> dict[str, Any]:
     """Built-in and gem5 durations (ticks) of each memory op, concurrent and alone, and
     of each batch (concurrent: between batch ends; alone: its memory ops' sum).
     ``sample``: replay at most that many packets per stream (a smoke run)."""
-    import m5
+    from gem5.simulate.simulator import Simulator
 
+    from components.gem5.board import ReplayBoard
     from components.gem5.runner import Replay
-    from components.gem5.system import build
 
     started = time.monotonic()
     board, traces, demands = record_builtin(options)
@@ -85,13 +98,14 @@ def run_under_gem5(options: RunOptions, sample: int = 0) -> dict[str, Any]:
     if sample:
         plans = sampled(plans, sample)
     builtin_wall = time.monotonic() - started
-    sim = build(board, plans)
-    m5.instantiate()
-    m5.simulate(START_TICK)
-    with tempfile.TemporaryDirectory(prefix="trainingcxl-gem5-") as workdir:
-        replay = Replay(sim, Path(workdir))
+    gem5_board = ReplayBoard(board, plans)
+    with tempfile.TemporaryDirectory(prefix="trainingcxl-gem5-") as workdir, _quiet():
+        replay = Replay(gem5_board.get_processor().pools(), Path(workdir))
+        simulator = Simulator(board=gem5_board, on_exit_event=replay.handlers())
+        replay.attach(simulator)
+        simulator.run()  # to the board's start tick
         started = time.monotonic()
-        base = m5.curTick()
+        base = simulator.get_current_tick()
         spans = replay.concurrent(plans)
         concurrent_wall = time.monotonic() - started
         started = time.monotonic()

@@ -72,6 +72,24 @@ resumed stretch, so more failures revisit the same states at ever more cost
 (scripts/crashcheck.py explores states exhaustively instead)."""
 
 
+DEFAULT_OUTDIR = "m5out"
+GEM5_OUTDIR = "trainingcxl"
+
+
+def resolve_outdir(given: str | None) -> str:
+    """--outdir as given, else m5out. Under gem5.opt every output goes inside gem5's
+    own output directory (-d, ``m5.options.outdir``), beside its stats.txt and
+    config.ini: into trainingcxl/ there, or a relative --outdir taken inside it (as
+    gem5 takes its own --stats-file); an absolute --outdir stays as given."""
+    from components import gem5
+
+    if not gem5.available():
+        return DEFAULT_OUTDIR if given is None else given
+    import m5
+
+    return os.path.join(m5.options.outdir, GEM5_OUTDIR if given is None else given)
+
+
 @dataclass
 class RunOptions:
     system: str = "cxl"
@@ -79,7 +97,7 @@ class RunOptions:
     batches: int = 10
     batch_size: int | None = None
     seed: int = 1
-    outdir: str = "m5out"
+    outdir: str = DEFAULT_OUTDIR
     sets: list[tuple[str, str]] = field(default_factory=list)
     functional: bool = False
     rows: int | None = None
@@ -150,7 +168,14 @@ _RUN_ARGUMENTS: list[tuple[tuple[str, ...], dict]] = [
         ),
     ),
     (("--seed",), dict(type=int, default=1, help=f"seed of inputs and weights (0..{MAX_SEED})")),
-    (("--outdir",), dict(default="m5out", help="output directory (default m5out)")),
+    (
+        ("--outdir",),
+        dict(
+            default=None,
+            help="output directory (default m5out; under gem5, trainingcxl inside gem5's -d "
+            "directory, where a relative path is taken too)",
+        ),
+    ),
     (
         ("--set",),
         dict(
@@ -523,7 +548,7 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
     if args.trace is not None and (args.reuse is not None or args.zipf is not None):
         given = "--reuse" if args.reuse is not None else "--zipf"
         raise UsageError(f"{given} shapes generated lookups; with --trace the trace gives them")
-    if not args.outdir.strip():
+    if args.outdir is not None and not args.outdir.strip():
         raise UsageError("--outdir must not be empty")
     if args.pmem_image is not None and not args.pmem_image.strip():
         raise UsageError("--pmem-image must not be empty")
@@ -560,7 +585,7 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         batches=args.batches,
         batch_size=args.batch_size if args.per_gpu_batch is None else args.per_gpu_batch * gpus,
         seed=args.seed,
-        outdir=args.outdir,
+        outdir=resolve_outdir(args.outdir),
         sets=sets,
         functional=args.functional,
         rows=args.rows,
