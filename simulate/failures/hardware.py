@@ -79,6 +79,13 @@ class PersistenceProtocol(FailureTolerance):
         self.image: PmemImage | None = None
         self.stretch, self.offset, self.journal, self.protocol = recorded, 0, None, None
 
+    @staticmethod
+    def prepare(options: RunOptions, variant=None) -> RunOptions:
+        """A variant that also breaks the board's timing (a coordinator that waits for
+        the wrong acknowledgements) brings its board: ``variant.board_for(options)``."""
+        board_for = getattr(variant, "board_for", None)
+        return options if board_for is None else replace(options, board=board_for(options))
+
     # ----- injection ----------------------------------------------------------------------
     def extend(self, stretch: Stretch, offset: int, until: int | None) -> None:
         if self.image is None:  # the image the run starts with, or the file it names
