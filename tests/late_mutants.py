@@ -10,14 +10,14 @@ write. Three kinds:
   slices.
 ``ADVERSARIES``: (system, mutant, run) with the run that can show the bug (``RUNS``):
 the suite's 2x2 run, or one with three copies, copies over several slices, or fewer
-GPUs than CXL-MEMs. ``CAUGHT_BEFORE``: those the checker of the round before caught at
-its default settings on the suite's 2x2 run (the rest escaped it)."""
+GPUs than CXL-MEMs. ``ESCAPED_BEFORE``: those the checker of the round before (the
+recorded schedule's pairs and delayed commits, one random bit per metadata word)
+missed at its default settings, each on its own run."""
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import replace
-
-import numpy as np
 
 from components.boards import BOARDS
 from components.boards.disaggregated import DisaggregatedBoard
@@ -27,7 +27,7 @@ from components.persistence.cluster import (
     ClusterUndo,
     device_of_resource,
 )
-from components.persistence.image import FLAG_BATCHES, WORD
+from components.persistence.image import FLAG_BATCHES, FLAG_SEED, WORD, CorruptImage
 from components.persistence.protocols import RelaxedUndoProtocol
 from simulate.run.options import RunOptions, resolve_topology
 
@@ -84,7 +84,7 @@ class _WrongBatchAckBoard(_Coordinator):
         if name != "commit" or n == 0:
             return deps
         earlier = [seen.get((_device(op), op.record.name, n - 1), op) for op in deps]
-        return [op if _device(op) == 0 else older for op, older in zip(deps, earlier)]
+        return [op if _device(op) == 0 else older for op, older in zip(deps, earlier, strict=True)]
 
 
 class WrongBatchAck(ClusterUndo):
@@ -267,6 +267,30 @@ class RedoCommitUnchecked(ClusterRedo):
     committed = CommitWordUnchecked.committed
 
 
+def tolerant(image, name: str) -> int:
+    """A commit word's batch, accepted when its CRC matches the value or the value with
+    its lowest bit flipped (meant to ride over a torn last increment)."""
+    image._read("d0.flags")
+    at = image.layout.commit_offset(name)
+    word = int(image.buf[at : at + WORD].view("<u8")[0])
+    value = word & (FLAG_BATCHES - 1)
+    for guess in (value, value ^ 1):
+        if word and guess and word >> 32 == zlib.crc32(guess.to_bytes(4, "little"), FLAG_SEED):
+            return value - 1
+    return -1 if not word else -2
+
+
+class CommitCheckMissesLowBit(ClusterUndo):
+    """Checks the commit word with a CRC that also accepts the value's lowest bit
+    flipped: one bit of the 64 a decoder reads lets a batch off by one through."""
+
+    def committed(self, image):
+        batch = tolerant(image, "commit")
+        if batch == -2:
+            raise CorruptImage(f"corrupt PMEM image {image.path}: commit word fails its check")
+        return None if batch < 0 else batch
+
+
 class MlpCommitUnchecked(ClusterRelaxed):
     """Reads the MLP commit words without checking their CRC half."""
 
@@ -368,14 +392,28 @@ ADVERSARIES = [
     ("cxl", MlpCommitWithLastHeader, "2x2"),
     ("cxl-b", CommitWordUnchecked, "2x2"),
     ("cxl-d", RedoCommitUnchecked, "2x2"),
+    ("cxl-b", CommitCheckMissesLowBit, "2x2"),
     ("cxl", MlpCommitUnchecked, "2x2"),
     ("cxl", PrefersSecondSlot, "three_copies"),
     ("cxl", StaleSlotLabel, "three_copies"),
-    ("cxl", CompletionBatchLabel, "multi_slice"),
 ]
+ESCAPED_BEFORE = (
+    "WrongBatchAck",
+    "RedoWrongBatchAck",
+    "OwnFlagsNotAwaited",
+    "AcksPerGpu",
+    "RedoAcksPerGpu",
+    "MlpCommitOwnSlices",
+    "SlotGateOffOneLog",
+    "CopyGateOffOneLog",
+    "RedoCommitUnchecked",
+)
+NEED_MULTI_SLICE = [("cxl", CompletionBatchLabel, "multi_slice")]
 HELD_OUT = ("cxl", CompletionOrderLabels)
-"""The single-device relaxed mutant round 2 did not catch (its run: RUNS' single-device
-counterpart, ``single_run``)."""
+"""The single-device relaxed mutant round 2 did not catch (its run: ``single_run``).
+It and NEED_MULTI_SLICE need copies over several slices, which the recorded runs do
+not yet give the protocols (tests/test_late_devices.py,
+test_copies_over_several_slices_are_attributed)."""
 
 
 def single_run(system: str) -> RunOptions:
