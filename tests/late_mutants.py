@@ -17,7 +17,6 @@ missed at its default settings, each on its own run."""
 from __future__ import annotations
 
 import zlib
-from dataclasses import replace
 
 from components.boards import BOARDS
 from components.boards.disaggregated import DisaggregatedBoard
@@ -44,7 +43,7 @@ def suite_run(system: str, batches: int | None = None, **kw) -> RunOptions:
 RUNS = {
     "2x2": suite_run,
     "three_copies": lambda s: suite_run(s, 8),  # rmc1 2x2 copies at batches 0, 3, 6
-    "multi_slice": lambda s: suite_run(s, 8, model="rmc2"),  # copies over 2 slices
+    "multi_slice": lambda s: multi_slice_run(s, 2),  # copies over 3 slices
     "1x2": lambda s: suite_run(s, gpus=1),  # fewer GPUs than CXL-MEMs
 }
 
@@ -396,6 +395,7 @@ ADVERSARIES = [
     ("cxl", MlpCommitUnchecked, "2x2"),
     ("cxl", PrefersSecondSlot, "three_copies"),
     ("cxl", StaleSlotLabel, "three_copies"),
+    ("cxl", CompletionBatchLabel, "multi_slice"),
 ]
 ESCAPED_BEFORE = (
     "WrongBatchAck",
@@ -408,14 +408,18 @@ ESCAPED_BEFORE = (
     "CopyGateOffOneLog",
     "RedoCommitUnchecked",
 )
-NEED_MULTI_SLICE = [("cxl", CompletionBatchLabel, "multi_slice")]
 HELD_OUT = ("cxl", CompletionOrderLabels)
-"""The single-device relaxed mutant round 2 did not catch (its run: ``single_run``).
-It and NEED_MULTI_SLICE need copies over several slices, which the recorded runs do
-not yet give the protocols (tests/test_late_devices.py,
-test_copies_over_several_slices_are_attributed)."""
+"""The single-device relaxed mutant round 2 did not catch (its run: ``single_run``)."""
+
+
+def multi_slice_run(system: str, devices: int = 2) -> RunOptions:
+    """A run whose MLP copies each span several slices (dlrm_kaggle, 50 rows, batch 64,
+    8 batches: its MLPs take 3 to 4 interaction + top-MLP windows to log), on
+    ``devices`` GPUs x CXL-MEMs."""
+    return RunOptions(system=system, model="dlrm_kaggle", rows=50, batch_size=64, batches=8,
+                      gpus=devices, cxl_mems=devices, progress=False)  # fmt: skip
 
 
 def single_run(system: str) -> RunOptions:
-    """A single-device run whose copies span several slices (rmc2, 64 rows, batch 8)."""
-    return replace(suite_run(system, 6, model="rmc2"), gpus=1, cxl_mems=1)
+    """multi_slice_run on one device."""
+    return multi_slice_run(system, 1)
