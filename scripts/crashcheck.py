@@ -8,9 +8,12 @@ Simulates the run once and walks the crash states the persistency model allows
 (docs/failures.md): the timing's own persist order at every persist tick (or K sampled
 ones), then in every crash interval the reorderings and torn subsets of the writes in
 flight (all of them when at most --budget, else --budget seeded samples), the other
-finishing order of every pair of concurrent ops the board does not order, failures
+finishing order of every pair of concurrent ops the board does not order, each
+commit as late as what waits for it allows and each device made slow (its logs, flags
+and commits as late as what waits for them allows: --no-late-devices), failures
 during recovery and in the training resumed after one, bit flips in the records
-recovery reads and in its metadata (headers, flags, base record). Prints every
+recovery reads and in its metadata (headers, flags, commit words, base record: every
+bit of a flag, commit or count word over the drawn states). Prints every
 violation (tick, mode, regions, why), the system's absolute guarantee and a summary
 line on stderr (states per second, coverage of the sampled intervals), then a JSON
 summary line on stdout. Exit 0 clean, 1 with
