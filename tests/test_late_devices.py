@@ -145,3 +145,29 @@ def test_coordinator_bugs_need_the_late_devices(name):
     assert without.violations == []
     caught = crashcheck(options, protocol_class=mutant)
     assert caught.violations and {v["mode"] for v in caught.violations} == {"late_device"}
+
+
+def _adversary(name: str):
+    return [a for a in ADVERSARIES if a[1].__name__ == name][0]
+
+
+def test_an_unchecked_commit_word_needs_the_metadata_faults():
+    """RedoCommitUnchecked (escaped before: one random bit per word) is caught by the
+    metadata faults alone: without them it escapes."""
+    assert "RedoCommitUnchecked" in ESCAPED_BEFORE
+    system, mutant, run = _adversary("RedoCommitUnchecked")
+    options = RUNS[run](system)
+    quiet = CheckSettings(ExploreSettings(seed=options.seed), metadata=0)
+    assert crashcheck(options, quiet, protocol_class=mutant).violations == []
+    caught = crashcheck(options, protocol_class=mutant)
+    assert {v["mode"] for v in caught.violations} == {"metadata"}
+
+
+@pytest.mark.parametrize(
+    "name, short",
+    [("StaleSlotLabel", "2x2"), ("CompletionBatchLabel", "2x2")],
+)
+def test_copy_bugs_need_the_third_copy_or_copies_over_several_slices(name, short):
+    """On the suite's 6-batch cxl run (two copies of one slice each) they escape."""
+    system, mutant, _ = _adversary(name)
+    assert crashcheck(RUNS[short](system), protocol_class=mutant).violations == []
