@@ -2,15 +2,18 @@
 
     python scripts/crashcheck.py --system cxl-b --model rmc1 --rows 64 --batch-size 8 \
         --batches 4 [--sample K] [--budget N] [--interrupted N] [--media-faults N] \
-        [--metadata-faults N] [--resumed N] [--no-schedules]
+        [--metadata-faults N] [--resumed N] [--no-schedules] [--no-late-devices]
 
 Simulates the run once and walks the crash states the persistency model allows
 (docs/failures.md): the timing's own persist order at every persist tick (or K sampled
 ones), then in every crash interval the reorderings and torn subsets of the writes in
 flight (all of them when at most --budget, else --budget seeded samples), the other
-finishing order of every pair of concurrent ops the board does not order, failures
+finishing order of every pair of concurrent ops the board does not order, each
+commit as late as what waits for it allows and each device made slow (its logs, flags
+and commits as late as what waits for them allows: --no-late-devices), failures
 during recovery and in the training resumed after one, bit flips in the records
-recovery reads and in its metadata (headers, flags, base record). Prints every
+recovery reads and in its metadata (headers, flags, commit words, base record: every
+bit of a flag, commit or count word over the drawn states). Prints every
 violation (tick, mode, regions, why), the system's absolute guarantee and a summary
 line on stderr (states per second, coverage of the sampled intervals), then a JSON
 summary line on stdout. Exit 0 clean, 1 with
@@ -49,7 +52,7 @@ UNUSED += ("--halt-on-failure", "--plot")  # a crash check writes no outputs, cu
 UNUSED += ("--sample",)  # its own --sample below; --checkpoint checks a software policy
 DEFAULTS = CheckSettings()
 PERSIST_ORDER_KNOBS = ("sample", "budget", "interrupted", "media_faults", "metadata_faults")
-PERSIST_ORDER_KNOBS += ("no_schedules",)
+PERSIST_ORDER_KNOBS += ("no_schedules", "no_late_devices")
 
 
 def settings_from_args(args, seed: int) -> CheckSettings:
@@ -65,6 +68,7 @@ def settings_from_args(args, seed: int) -> CheckSettings:
         metadata=args.metadata_faults,
         resumed=args.resumed,
         schedules=not args.no_schedules,
+        late_devices=not args.no_late_devices,
     )
 
 
@@ -147,6 +151,12 @@ def main(argv: list[str]) -> int:
         "--no-schedules",
         action="store_true",
         help="do not explore the other order of concurrent unordered ops",
+    )
+    parser.add_argument(
+        "--no-late-devices",
+        action="store_true",
+        help="do not explore each device slow (its logs, flags and commits as late as "
+        "what waits for them allows)",
     )
     parser.add_argument("--optimizer", default="sgd", choices=OPTIMIZERS, help="training optimizer")
 

@@ -30,10 +30,14 @@ from simulate.run.options import RunOptions
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 
-def cluster(system: str, batches: int = 4, **kw) -> RunOptions:
+def cluster(system: str, batches: int | None = None, **kw) -> RunOptions:
     """The runs crashcheck's single-device tests use (rmc1, batch 8), on 2 GPUs x 2
-    CXL-MEMs; cxl runs 6 batches, long enough for an MLP copy to be committed."""
-    batches = 6 if system == "cxl" else batches
+    CXL-MEMs; cxl runs 8 batches, long enough for three MLP copies to be committed
+    (the third reusing the first's slot); a failure run on cxl at least 6."""
+    if batches is None:
+        batches = 8 if system == "cxl" else 4
+    elif system == "cxl":
+        batches = max(batches, 6)
     return RunOptions(system=system, model="rmc1", rows=64, batch_size=8, batches=batches,
                       gpus=2, cxl_mems=2, progress=False, **kw)  # fmt: skip
 
@@ -51,6 +55,7 @@ def test_real_protocols_recover_every_cross_device_state(reports, system):
     assert report.states > 1000 and report.schedules > 0
     assert report.interrupted > 0 and report.media_detected > 0
     assert report.resumed_runs == 2
+    assert report.modes["late_device"] > 0
 
 
 @pytest.mark.parametrize("system", ["cxl-b", "cxl"])

@@ -20,7 +20,9 @@ class CheckSettings:
     and crashed again (its first ``resumed_batches``, ``resumed_prefix`` sampled persist
     ticks of them); ``schedules``:
     the other order of every pair of concurrent unordered ops (``schedule_prefix``
-    sampled persist ticks of each window, every crash interval in it reordered)."""
+    sampled persist ticks of each window, every crash interval in it reordered), each
+    commit persisting as late as what waits for it allows, and (``late_devices``) each
+    device slow: its durable ops as late as what waits for them allows."""
 
     explore: ExploreSettings = ExploreSettings()
     interrupted: int = 400
@@ -31,6 +33,7 @@ class CheckSettings:
     resumed_batches: int = 3
     schedules: bool = True
     schedule_prefix: int = 64
+    late_devices: bool = True
 
 
 @dataclass

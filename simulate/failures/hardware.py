@@ -61,7 +61,7 @@ from simulate.failures.recording import (
     run_stretch,
 )
 from simulate.failures.recovery import time_protocol_recovery
-from simulate.failures.schedules import delayed_commits, reordered_schedules
+from simulate.failures.schedules import delayed_commits, late_devices, reordered_schedules
 from simulate.failures.tolerance import Failure, FailureTolerance, Resumption
 from simulate.run.options import RunOptions, UsageError
 from workloads.training import DEFAULT_LR
@@ -78,6 +78,13 @@ class PersistenceProtocol(FailureTolerance):
         self.make = variant or functools.partial(protocol_for, options.system)
         self.image: PmemImage | None = None
         self.stretch, self.offset, self.journal, self.protocol = recorded, 0, None, None
+
+    @staticmethod
+    def prepare(options: RunOptions, variant=None) -> RunOptions:
+        """A variant that also breaks the board's timing (a coordinator that waits for
+        the wrong acknowledgements) brings its board: ``variant.board_for(options)``."""
+        board_for = getattr(variant, "board_for", None)
+        return options if board_for is None else replace(options, board=board_for(options))
 
     # ----- injection ----------------------------------------------------------------------
     def extend(self, stretch: Stretch, offset: int, until: int | None) -> None:
@@ -194,8 +201,11 @@ class PersistenceProtocol(FailureTolerance):
         if settings.schedules:
             quiet = CheckSettings(interrupted=0, media=0, metadata=0, resumed=0, schedules=False)
             records = stretch.records
+            late = late_devices(journal, records, device_of_resource)
             variants = chain(
-                reordered_schedules(journal, records), delayed_commits(journal, records)
+                reordered_schedules(journal, records),
+                delayed_commits(journal, records),
+                late if settings.late_devices else (),
             )
             for variant in variants:
                 if variant is None:
@@ -208,10 +218,10 @@ class PersistenceProtocol(FailureTolerance):
                 )
                 other = CrashExplorer(variant.journal, base.words, walk_settings)
                 held = bounds
-                if variant.ends is not None:  # a delayed commit: its bound moves with it
-                    moved = {variant.first.uid: variant.ends}
-                    held = guarantee_for(protocol.system_kind, stretch, moved=moved)
-                walk(Checker(other, protocol, reference, report, quiet, held, "schedule"))
+                if variant.moved:  # ops persisting later: their bounds move with them
+                    held = guarantee_for(protocol.system_kind, stretch, moved=variant.moved)
+                family = "schedule" if variant.first is not None else "late_device"
+                walk(Checker(other, protocol, reference, report, quiet, held, family))
                 del other
         explorer = CrashExplorer(journal, base.words, settings.explore, copy=False)
 

@@ -127,17 +127,9 @@ def guarantee_for(
     hold and the MLP age it resumed with (``age``); a variant schedule the ops it made
     end later (``moved``: uid -> end tick)."""
     records = stretch.records
-    if moved:  # an op now ending later belongs to the newest batch issued by then
-        issued = sorted((r.start, r.batch) for r in records if r.start >= 0)
-        starts = np.array([t for t, _ in issued], dtype=np.int64)
-        newest = np.maximum.accumulate(np.array([b for _, b in issued], dtype=np.int64))
-
-        def later(r):
-            end = moved[r.uid]
-            at = int(np.searchsorted(starts, end, side="right")) - 1
-            return replace(r, start=end, end=end, batch=max(r.batch, int(newest[at])))
-
-        records = [later(r) if r.uid in moved else r for r in records]
+    moved = moved or {}
+    if moved:  # an op persisting later guarantees its own batch from its new end
+        records = [_later(r, moved[r.uid]) if r.uid in moved else r for r in records]
     if kind not in COMMITS:
         z = np.zeros(0, dtype=np.int64)
         return Guarantee(z, z, 0, 0 if kind == "none" else None)
@@ -157,13 +149,20 @@ def guarantee_for(
         if r.name == "mlp_snapshot":
             taken[r.batch] = min(taken.get(r.batch, r.start), r.start)
     snaps = sorted((start, batch) for batch, start in taken.items())
+    running = _running_batch(stretch.records)
+
+    def copy_batch(r) -> int:
+        """The batch a copy completes in: a copy completing later (a slow device)
+        completes in the batch running by then."""
+        return max(r.batch, running(r.end)) if r.uid in moved else r.batch
+
     if kind == "cluster-relaxed":  # a copy completes when the cluster commits it
-        completes = sorted((r.start, r.batch) for r in records if r.name == "mlp_commit")
+        completes = sorted((r.start, copy_batch(r)) for r in records if r.name == "mlp_commit")
         gap = int(stretch.board.shards[0].mlp_log_gap)
     else:
         flags = [stretch.layout.flag_offset(f"mlp{s}") for s in (0, 1)]
         completes = sorted(
-            (r.start, r.batch)
+            (r.start, copy_batch(r))
             for r in records
             if r.name == "mlp_log_slice" and r.uid in stretch.requests
             and np.isin(flags, stretch.requests[r.uid].addr).any()
@@ -177,6 +176,20 @@ def guarantee_for(
     longest = max(lengths, default=1)
     held = frozenset({0, *snapshots, *(b for _, b in snaps)})
     return Guarantee(ticks, batches, floor, gap + 2 * longest + age, held, gap, longest)
+
+
+def _running_batch(records) -> Callable[[int], int]:
+    """The newest batch any op of which had started by a tick."""
+    issued = sorted((r.start, r.batch) for r in records if r.start >= 0)
+    starts = np.array([t for t, _ in issued], dtype=np.int64)
+    newest = np.maximum.accumulate(np.array([b for _, b in issued], dtype=np.int64))
+    return lambda tick: int(newest[max(int(np.searchsorted(starts, tick, side="right")) - 1, 0)])
+
+
+def _later(record, end: int):
+    """``record`` shifted to end at ``end`` (its start moved by as much)."""
+    delay = end - record.end
+    return replace(record, start=record.start + delay, end=end)
 
 
 def expected(kind: str, flags: np.ndarray, base_batch: int) -> Expected:

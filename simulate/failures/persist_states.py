@@ -36,6 +36,9 @@ from simulate.failures.oracle import (
     verdict,
 )
 
+LOW_BITS = 8
+"""Low bits of a flag, commit or count word flipped at every metadata draw."""
+
 
 class Checker:
     """Recovers and judges the explorer's current image, reusing verdicts by the
@@ -85,6 +88,7 @@ class Checker:
         self.commits = [self.index[n] for n in protocol.commit_regions()]
         self.last = None
         self.tick = 0
+        self.metadata_draws = 0
 
     # ----- one state --------------------------------------------------------------------
     def check(self, state: CrashState) -> None:
@@ -261,25 +265,32 @@ class Checker:
         self.record(state, outcome, "media")
 
     def flip_metadata(self, read: list[str], want: Expected, state: CrashState) -> None:
-        """Bit rot aimed at what recovery decides by: every header field (batch, count,
-        CRC) of the records it read and of the base record, and every flag word, each
-        flipped at one random bit; a batch field also at each of its 4 low bits (a batch
-        moved by a few, the damage no range check sees)."""
+        """Bit rot aimed at what recovery decides by: every flag and commit word and the
+        entry count of every record it read (and of the base record), each at its
+        ``LOW_BITS`` low bits (a value moved by a few, which no range check sees) and a
+        share of the others that changes from draw to draw, so that the draws together
+        flip every bit a decoder could read (a decoder that skips or weakens the word's
+        check, or trusts a count, is shown the value it would believe); the batch field
+        at each of its 4 low bits and one more, the CRC at one random bit."""
         lay = self.layout
-        flips = [(word, int(self.rng.integers(64))) for word in self.protocol.metadata_words()]
+        bits = sorted({*range(LOW_BITS), *self._sweep_bits()})
+        flips = [(word, bit) for word in self.protocol.metadata_words() for bit in bits]
         for region in dict.fromkeys([*read, *self.protocol.base_regions()]):
             start = lay.offset(region)
             flips += [(start, bit) for bit in (0, 1, 2, 3, int(self.rng.integers(4, 64)))]
-            flips += [
-                (start + 8, int(self.rng.integers(64))),
-                (start + 16, int(self.rng.integers(32))),
-            ]
+            flips += [(start + 8, bit) for bit in bits]
+            flips.append((start + 16, int(self.rng.integers(32))))
         for offset, bit in flips:
             outcome = self._flipped(offset // WORD, bit, want)
             self.report.metadata += 1
             if outcome[0] == DETECTED:
                 self.report.metadata_detected += 1
             self.record(state, outcome, "metadata")
+
+    def _sweep_bits(self) -> list[int]:
+        draw = self.metadata_draws
+        self.metadata_draws += 1
+        return sweep_bits(draw, self.settings.metadata)
 
     def _flipped(self, word: int, bit: int, want: Expected) -> tuple[str, str]:
         """The verdict on recovering the current image with one bit of ``word`` flipped."""
@@ -290,6 +301,13 @@ class Checker:
         _, outcome = self.run(want, media=True)
         overlay.unwind(depth)
         return outcome
+
+
+def sweep_bits(draw: int, draws: int) -> list[int]:
+    """The bits of a metadata word draw ``draw`` of ``draws`` flips: bits i, i + D,
+    i + 2D, ... (i = draw mod D), so that every D draws cover all 64."""
+    draws = max(draws, 1)
+    return list(range(draw % draws, 64, draws)) if draws <= 64 else [draw % draws % 64]
 
 
 def walk(checker: Checker) -> None:

@@ -14,7 +14,7 @@ commit and Y's end: the window explored.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -26,13 +26,14 @@ from components.sim.schedule import OpRecord
 @dataclass(frozen=True)
 class Reordered:
     """One variant schedule: ``first`` now completes before ``second`` commits (a
-    delayed commit: ``first`` is ``second``, now ending at ``ends``)."""
+    delayed commit: ``first`` is ``second``; a late device: neither); ``moved``: the ops
+    that now end later (uid -> end tick), whose guarantees move with them."""
 
     journal: Journal
     window: tuple[int, int]
-    first: OpRecord
-    second: OpRecord
-    ends: int | None = None
+    first: OpRecord | None
+    second: OpRecord | None
+    moved: dict[int, int] | None = None
 
 
 def ancestors(records: list[OpRecord]) -> dict[int, set[int]]:
@@ -120,7 +121,57 @@ def delayed_commits(
             col[xs] += delay
             times[name] = col
         variant = replace(journal, **times, epoch=_fence_order(journal.epoch, times["hi"]))
-        yield Reordered(variant, (x.start, latest), x, x, latest)
+        yield Reordered(variant, (x.start, latest), x, x, {x.uid: latest})
+
+
+def late_devices(
+    journal: Journal, records: list[OpRecord], device_of: Callable[[str | None], int | None]
+) -> Iterator[Reordered | None]:
+    """For every device (``device_of`` an op's resource; None: a single device's, or the
+    GPUs'), the variant in which that device is slow: each of its ops that writes to
+    PMEM (logs, flags, the coordinator's commits and acknowledgements) persists as late
+    as the ops that wait for it allow (and before the next op its unit serves), latest
+    first (an op waiting for another of the device's ops moves first, so a chain of
+    them slides together), every other device's ops as recorded. Nothing but the
+    board's dependencies orders persists across devices: a commit that does not really
+    wait for some device races that device's logs here, even when identical devices
+    always finish them first."""
+    writers = set(np.unique(journal.op).tolist())
+    ran = [r for r in records if r.end >= 0]
+    waiting: dict[int, list[OpRecord]] = {}
+    for r in ran:
+        for d in r.deps:
+            waiting.setdefault(d, []).append(r)
+    units: dict[str, list[OpRecord]] = {}
+    for r in sorted(ran, key=lambda r: (r.start, r.uid)):
+        if r.resource:
+            units.setdefault(r.resource, []).append(r)
+    for queue in units.values():  # a unit serves its ops in turn, however slow it is
+        for r, after in zip(queue, queue[1:], strict=False):
+            waiting.setdefault(r.uid, []).append(after)
+    last = max((r.end for r in ran), default=0)
+    groups: dict[int | None, list[OpRecord]] = {}
+    for r in ran:
+        if r.uid in writers:
+            groups.setdefault(device_of(r.resource), []).append(r)
+    for device in sorted(groups, key=lambda m: -1 if m is None else m):
+        shift: dict[int, int] = {}
+        for x in sorted(groups[device], key=lambda r: -r.uid):  # dependents come later
+            starts = [w.start + shift.get(w.uid, 0) for w in waiting.get(x.uid, ())]
+            shift[x.uid] = max(min(starts, default=last + 1) - 1 - x.end, 0)
+        shift = {uid: delay for uid, delay in shift.items() if delay > 0}
+        if not shift:
+            yield None
+            continue
+        uids = np.array(sorted(shift), dtype=np.int64)
+        at = np.clip(np.searchsorted(uids, journal.op), 0, uids.size - 1)
+        hit = uids[at] == journal.op
+        delay = np.where(hit, np.array([shift[u] for u in uids.tolist()])[at], 0)
+        times = {name: getattr(journal, name) + delay for name in ("lo", "p", "hi")}
+        variant = replace(journal, **times, epoch=_fence_order(journal.epoch, times["hi"]))
+        window = (int(journal.lo[hit].min()), int(times["hi"][hit].max()))
+        ends = {r.uid: r.end + shift[r.uid] for r in groups[device] if r.uid in shift}
+        yield Reordered(variant, window, None, None, ends)
 
 
 def _fence_order(epoch: np.ndarray, hi: np.ndarray) -> np.ndarray:
