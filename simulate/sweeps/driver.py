@@ -13,10 +13,11 @@ from tqdm import tqdm
 from simulate.run import configure
 from simulate.run.cli import raise_received
 from simulate.run.options import RunOptions
+from simulate.run.preflight import check_memory
 from simulate.sweeps import executors, store
 from simulate.sweeps.runid import canonical
 from simulate.sweeps.runner import DONE, FAILED, SKIPPED, Outcome, run_one
-from simulate.sweeps.spec import Run, Sweep
+from simulate.sweeps.spec import BOARD_INDEPENDENT, Run, Sweep
 
 INPUT_CACHE = ".inputs"  # the batches the runs share, removed when the sweep ends
 
@@ -54,6 +55,17 @@ def share_inputs(options: list[RunOptions], folder: Path) -> list[RunOptions]:
     ]
 
 
+def check_local_memory(options: list[RunOptions]) -> None:
+    """Each distinct run fits this machine's memory (one line and exit 2 before the
+    first run otherwise, as the CLI's run would say), checked once per distinct board."""
+    seen: set[str] = set()
+    for run in options:
+        key = repr(replace(run, **BOARD_INDEPENDENT))
+        if key not in seen:
+            seen.add(key)
+            check_memory(run)
+
+
 def execute(
     sweep: Sweep, runs: list[Run], executor: str, workers: int, shared_inputs: bool = True
 ) -> Summary:
@@ -61,6 +73,8 @@ def execute(
     ``shared_inputs``: local runs with the same inputs share their batches."""
     if executor == "slurm":
         executors.require_slurm()
+    else:
+        check_local_memory([run.options for run in runs])
     sweep.outroot.mkdir(parents=True, exist_ok=True)
     store.clean_stale(sweep.outroot)
     pending = [run for run in runs if not store.is_complete(sweep.outroot, run.id)]
