@@ -35,7 +35,7 @@ from components.sim.outputs import check_outputs, replacing_dir  # noqa: E402
 from simulate.failures.inject import recovery_cost  # noqa: E402
 from simulate.run.cli import QuietParser, UsageError, run_main  # noqa: E402
 from simulate.run.options import RunOptions, check_steady_batches  # noqa: E402
-from simulate.run.preflight import check_outdir  # noqa: E402
+from simulate.run.preflight import check_memory, check_outdir  # noqa: E402
 from simulate.simulator import Simulator  # noqa: E402
 from workloads.workload import DlrmWorkload  # noqa: E402
 
@@ -102,8 +102,9 @@ def check_grid(args) -> None:
     study at once, not after the points before it)."""
     with tempfile.TemporaryDirectory() as scratch:
         for system, model, gpus, mems in grid_of(args):
-            Simulator(system, DlrmWorkload(model), args.batches, scratch, gpus=gpus,
-                      cxl_mems=mems, progress=False)  # fmt: skip
+            simulator = Simulator(system, DlrmWorkload(model), args.batches, scratch, gpus=gpus,
+                                  cxl_mems=mems, progress=False)  # fmt: skip
+            check_memory(simulator.options)
 
 
 def study(args) -> list[dict]:
