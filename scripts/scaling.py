@@ -35,7 +35,12 @@ from components.sim.outputs import check_outputs, replacing_dir  # noqa: E402
 from simulate.failures.inject import recovery_cost  # noqa: E402
 from simulate.run.cli import QuietParser, UsageError, run_main  # noqa: E402
 from simulate.run.options import RunOptions, check_steady_batches  # noqa: E402
-from simulate.run.preflight import check_memory, check_outdir  # noqa: E402
+from simulate.run.preflight import (  # noqa: E402
+    available_memory,
+    check_outdir,
+    estimate_memory,
+    format_bytes,
+)
 from simulate.simulator import Simulator  # noqa: E402
 from workloads.workload import DlrmWorkload  # noqa: E402
 
@@ -104,7 +109,13 @@ def check_grid(args) -> None:
         for system, model, gpus, mems in grid_of(args):
             simulator = Simulator(system, DlrmWorkload(model), args.batches, scratch, gpus=gpus,
                                   cxl_mems=mems, progress=False)  # fmt: skip
-            check_memory(simulator.options)
+            estimate, room = estimate_memory(simulator.options), available_memory()
+            if room is not None and estimate.total > room:
+                raise UsageError(
+                    f"--models {model} --batches {args.batches} (--systems {system}, --gpus "
+                    f"{gpus}, --mems {mems}) would need {estimate.describe()}, more than the "
+                    f"{format_bytes(room)} of memory available; reduce them"
+                )
 
 
 def study(args) -> list[dict]:

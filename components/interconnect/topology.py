@@ -234,7 +234,7 @@ def load_topology(path: str | os.PathLike) -> TopologySpec:
         data = input_files.read_yaml(path, MAX_TOPOLOGY_BYTES)
     except input_files.InputFileError as error:
         raise ConfigError(f"topology {os.fspath(path)}: {error}") from None
-    return topology_from_dict(data, os.fspath(path))
+    return topology_from_dict(data, f"topology {os.fspath(path)}")
 
 
 def topology_from_dict(data, where: str = "topology") -> TopologySpec:
@@ -297,7 +297,10 @@ def topology_from_dict(data, where: str = "topology") -> TopologySpec:
                 attach[name] = switch
                 index += 1
     topology = TopologySpec(tuple(switches), attach, str(data.get("cxl", "3.0")))
-    topology.check()
+    try:
+        topology.check()
+    except ConfigError as error:  # named as the file, as the errors above
+        raise ConfigError(f"{where}: {str(error).removeprefix('topology: ')}") from None
     return topology
 
 
