@@ -95,7 +95,9 @@ class SharedBatches(BatchSource):
         rows, counts = batch.distinct_rows(self.spec.table_offsets)
         batch = replace(batch, distinct=DistinctRows(self._offsets, rows, counts))
         parts = stored_parts(batch)
-        if (index + 1) * (len(MAGIC) + sum(part.nbytes for part in parts)) > MAX_FOLDER_BYTES:
+        if (index + 1) * (
+            len(MAGIC) + CHECK_BYTES + sum(p.nbytes for p in parts)
+        ) > MAX_FOLDER_BYTES:
             self._storing = False
             return batch
         tmp = path.with_name(f".{path.name}.tmp")
