@@ -221,7 +221,7 @@ def strict_parse(line: bytes) -> tuple[int, list[int], list[int]] | None:
     return (
         label,
         [int(f or 0) for f in ints[1:]],
-        [int(f or "0", 16) % r for f, r in zip(cats, rows)],
+        [int(f or "0", 16) % r for f, r in zip(cats, rows, strict=True)],
     )
 
 
@@ -296,8 +296,10 @@ spec_keys = st.sampled_from(
 
 
 @SETTINGS
-@given(st.dictionaries(spec_keys, spec_values, max_size=3),
-       st.dictionaries(spec_keys, st.lists(spec_values, min_size=1, max_size=3), max_size=2))  # fmt: skip
+@given(
+    st.dictionaries(spec_keys, spec_values, max_size=3),
+    st.dictionaries(spec_keys, st.lists(spec_values, min_size=1, max_size=3), max_size=2),
+)
 def test_a_spec_of_any_values_is_runs_or_one_spec_error(tmp_path, fixed, axes):
     """Parsed without building boards: every run a spec yields has options the CLI
     would accept; anything else is a UsageError (SpecError) naming the spec's field."""

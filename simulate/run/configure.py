@@ -151,6 +151,15 @@ def connected_board(
     return board
 
 
+def check_connected(options: RunOptions) -> None:
+    """Connect the run's board to a fresh engine, simulating nothing: what only a
+    connected board checks (GPUs against the batch, tables against the devices, a
+    --set capacity against what is placed) raises here."""
+    engine = Engine()
+    connected_board(options, resolve_spec(options), batch_size_of(options), engine,
+                    Scheduler(engine))  # fmt: skip
+
+
 def _placed_bytes(board: TrainingBoard) -> dict[str, int]:
     """Bytes the board placed on each memory device (the capacity it sized it to)."""
     return {

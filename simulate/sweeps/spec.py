@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from simulate.run.configure import check_connected
 from simulate.run.options import (
     QuietParser,
     RunOptions,
@@ -222,6 +223,7 @@ def _validate_boards(runs: list[Run], origins: dict[str, str]) -> None:
         seen.add(key)
         try:
             validate(options)
+            check_connected(options)
         except ValueError as exc:
             message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             field = next(
