@@ -54,9 +54,17 @@ def mutated_topologies(draw) -> dict:
     for _ in range(draw(st.integers(1, 4))):
         where = draw(st.sampled_from(["rename", "parent", "ports", "count", "top", "attach"]))
         switches = data["switches"] if isinstance(data["switches"], dict) else {}
-        if where == "rename" and switches:
-            old = draw(st.sampled_from(sorted(switches, key=repr)))
-            switches[draw(names)] = switches.pop(old)
+        if where == "rename" and switches:  # every reference to it renamed too
+            old, new = draw(st.sampled_from(sorted(switches, key=repr))), draw(names)
+            switches[new] = switches.pop(old)
+            for settings in switches.values():
+                if isinstance(settings, dict) and settings.get("parent") == old:
+                    settings["parent"] = new
+            for key in ("gpus", "cxl_mems", "hosts"):
+                if isinstance(data.get(key), dict) and old in data[key]:
+                    data[key][new] = data[key].pop(old)
+            if data.get("host") == old:
+                data["host"] = new
         elif where == "parent":
             switches["leaf"] = {"parent": draw(values)}
         elif where == "ports":
