@@ -29,7 +29,7 @@ from tqdm import tqdm  # noqa: E402
 
 from components.memory.pmem import PMEM_MODELS  # noqa: E402
 from components.sim.mpl import check_backend  # noqa: E402
-from components.sim.outputs import replacing_dir  # noqa: E402
+from components.sim.outputs import check_outputs, replacing_dir  # noqa: E402
 from simulate.run.cli import QuietParser, add_names_option, names, run_main  # noqa: E402
 from simulate.run.job import BREAKDOWN  # noqa: E402
 from simulate.run.options import (  # noqa: E402
@@ -176,6 +176,11 @@ def owned(name: str) -> bool:
     return name == "REPORT.md" or figure or name.startswith(SYSTEMS_PREFIXES)
 
 
+def owned_dirs(name: str) -> bool:
+    """The owned entries that are directories: one run's outdir per system and model."""
+    return name.startswith(SYSTEMS_PREFIXES)
+
+
 SYSTEMS_PREFIXES = tuple(f"{s}-" for s in SYSTEMS)
 
 
@@ -200,6 +205,7 @@ def parse_args(argv: list[str] | None):
     check_steady_batches(args.batches)
     check_seed(args.seed)
     check_outdir(args.outdir)
+    check_outputs(Path(args.outdir), owned, owned_dirs)
     check_backend()
     return args
 
@@ -223,7 +229,7 @@ def reproduce(args) -> int:
         validate(options, writes_outdir=False)
         check_memory(options)
     results = {}
-    with replacing_dir(outdir, owned) as staging:
+    with replacing_dir(outdir, owned, owned_dirs) as staging:
         for options in tqdm(runs, desc="reproduce", unit="run", file=sys.stderr, disable=None):
             options.outdir = str(staging / f"{options.system}-{options.model}")
             results[options.system, options.model] = run_job(options)

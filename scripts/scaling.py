@@ -20,6 +20,7 @@ import os
 import re
 import sys
 import tempfile
+from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -29,9 +30,17 @@ quiet_interrupts("scaling.py")
 
 from tqdm import tqdm  # noqa: E402
 
+from components.interconnect.topology import MAX_ENDPOINTS  # noqa: E402
+from components.sim.outputs import check_outputs, replacing_dir  # noqa: E402
 from simulate.failures.inject import recovery_cost  # noqa: E402
 from simulate.run.cli import QuietParser, UsageError, add_names_option, names, run_main  # noqa: E402
 from simulate.run.options import RunOptions, check_gpu_name, check_steady_batches  # noqa: E402
+from simulate.run.preflight import (  # noqa: E402
+    available_memory,
+    check_outdir,
+    estimate_memory,
+    format_bytes,
+)
 from simulate.simulator import Simulator  # noqa: E402
 from workloads.workload import DlrmWorkload  # noqa: E402
 
@@ -40,6 +49,8 @@ SYSTEMS = ("cxl-b", "cxl")  # the default grid; cxl-d on request (--systems)
 CHOICES = ("cxl-d", *SYSTEMS)
 MODELS = ("rm1", "rm2", "rm3", "rm4")
 COUNTS = (1, 2, 4, 8)
+TABLE_OUTPUTS = ("scaling.csv", "scaling.md", "scaling.png")
+RECOVERY_OUTPUTS = ("recovery.md",)
 RESOURCE_KINDS = (  # what a flow-network resource is, for the table
     (r"\.pmem\.ctrl\d+$", "CXL-MEM PMEM"),
     (r"cxl_gpu\d+\.link\.(up|down)$", "GPU link"),
@@ -89,14 +100,29 @@ def point(
     }
 
 
+def grid_of(args) -> list[tuple[str, str, int, int]]:
+    return [(s, m, g, k) for m in args.models for s in args.systems for g in args.gpus
+            for k in args.mems]  # fmt: skip
+
+
+def check_grid(args) -> None:
+    """Every point's options, checked before the first is run (a bad one refuses the
+    study at once, not after the points before it)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        for system, model, gpus, mems in grid_of(args):
+            simulator = Simulator(system, DlrmWorkload(model), args.batches, scratch, gpus=gpus,
+                                  cxl_mems=mems, progress=False)  # fmt: skip
+            estimate, room = estimate_memory(simulator.options), available_memory()
+            if room is not None and estimate.total > room:
+                raise UsageError(
+                    f"--models {model} --batches {args.batches} (--systems {system}, --gpus "
+                    f"{gpus}, --mems {mems}) would need {estimate.describe()}, more than the "
+                    f"{format_bytes(room)} of memory available; reduce them"
+                )
+
+
 def study(args) -> list[dict]:
-    grid = [
-        (s, m, g, k)
-        for m in args.models
-        for s in args.systems
-        for g in args.gpus
-        for k in args.mems
-    ]
+    grid = grid_of(args)
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         for system, model, gpus, mems in tqdm(
@@ -111,8 +137,8 @@ def study(args) -> list[dict]:
     return rows
 
 
-def write_table(rows: list[dict], outdir: str) -> str:
-    with open(os.path.join(outdir, "scaling.csv"), "w", newline="") as handle:
+def write_table(rows: list[dict], outdir: Path) -> str:
+    with open(outdir / "scaling.csv", "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
@@ -131,7 +157,7 @@ def write_table(rows: list[dict], outdir: str) -> str:
             f"{r['saturated']} ({r['utilisation']:.0%}) |"
         )
     table = "\n".join(lines) + "\n"
-    with open(os.path.join(outdir, "scaling.md"), "w") as handle:
+    with open(outdir / "scaling.md", "w") as handle:
         handle.write(table)
     return table
 
@@ -141,7 +167,7 @@ def _share(value: float | None) -> str:
     return "-" if value is None else f"{value * 1e6:.1f}"
 
 
-def plot(rows: list[dict], outdir: str) -> None:
+def plot(rows: list[dict], outdir: Path) -> None:
     from components.sim.mpl import pyplot
 
     plt = pyplot()
@@ -167,11 +193,11 @@ def plot(rows: list[dict], outdir: str) -> None:
         ax.grid(alpha=0.3)
     axes[0][-1].legend(fontsize=7, title="system, GPUs", title_fontsize=7)
     fig.tight_layout()
-    fig.savefig(os.path.join(outdir, "scaling.png"), dpi=200)
+    fig.savefig(outdir / "scaling.png", dpi=200)
     plt.close(fig)
 
 
-def recovery_study(args) -> str:
+def recovery_study(args, outdir: Path) -> str:
     """Recovery time vs M: a power cut one tick before batch 1's last update ends, on
     1 GPU x M CXL-MEMs (the functional default rows; 1 x 1 is the single-device board).
     Each device reads back its own logs and MLP stripe, all devices at once."""
@@ -189,8 +215,7 @@ def recovery_study(args) -> str:
             f"{entry.get('recovery_bytes_read', '-')} | {entry['recovery_ms']:.3f} | {phases} |"
         )
     text = "\n".join(lines) + "\n"
-    with open(os.path.join(args.outdir, "recovery.md"), "w") as out:
-        out.write(text)
+    (outdir / "recovery.md").write_text(text)
     return text
 
 
@@ -222,14 +247,23 @@ def main(argv: list[str]) -> int:
         for flag, counts in (("--gpus", args.gpus), ("--mems", args.mems)):
             if min(counts) < 1:
                 raise UsageError(f"{flag}: device counts must be at least 1, got {min(counts)}")
-        os.makedirs(args.outdir, exist_ok=True)
+            if max(counts) > MAX_ENDPOINTS:
+                raise UsageError(f"{flag}: at most {MAX_ENDPOINTS} devices, got {max(counts)}")
+        check_outdir(args.outdir)
+        outdir, owned = Path(args.outdir), RECOVERY_OUTPUTS if args.recovery else TABLE_OUTPUTS
+        check_outputs(outdir, owned)
         if args.recovery:
-            print(recovery_study(args), end="")
+            with replacing_dir(outdir, owned) as staging:
+                text = recovery_study(args, staging)
+            print(text, end="")
             print(f"-> {args.outdir}/recovery.md")
             return 0
+        check_grid(args)
         rows = study(args)
-        print(write_table(rows, args.outdir), end="")
-        plot(rows, args.outdir)
+        with replacing_dir(outdir, owned) as staging:  # all three, or none of them
+            table = write_table(rows, staging)
+            plot(rows, staging)
+        print(table, end="")
         print(f"-> {args.outdir}/scaling.csv, scaling.md, scaling.png")
         return 0
 

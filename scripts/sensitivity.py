@@ -115,7 +115,7 @@ def body(args) -> int:
         with tempfile.TemporaryDirectory(prefix="sensitivity-") as scratch:
             rows = sweep(args, Path(scratch))
     else:
-        with replacing_dir(Path(args.outdir), lambda name: name.isdigit()) as staging:
+        with replacing_dir(Path(args.outdir), str.isdigit, str.isdigit) as staging:
             rows = sweep(args, staging)
     print(table(rows))
     return 0

@@ -20,6 +20,7 @@ import argparse
 import contextlib
 import ctypes
 import os
+import re
 import shutil
 import signal
 import socket
@@ -251,6 +252,8 @@ def start(
     default_partition: bool = True,
 ) -> Cluster:
     """Bring a cluster up; on any failure everything started so far is stopped again."""
+    if not PARTITION_NAME.fullmatch(partition):
+        raise ClusterError(f"partition name {partition[:80]!r} cannot be written in slurm.conf")
     reason = unavailable()
     if reason:
         raise ClusterError(reason)
@@ -411,6 +414,19 @@ def _machine_memory_mb() -> int:
         return 2**40
 
 
+PARTITION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+"""A partition name as slurm.conf takes it on one line (``PartitionName=...``): no
+spaces, '=', '#' or newlines, which would end the value or start another setting."""
+
+
+def check_partition(name: str) -> None:
+    if not PARTITION_NAME.fullmatch(name):
+        raise _Refused(
+            f"--partition {name[:80]!r}: a letter or digit, then letters, digits, '_', '.' "
+            "or '-' (at most 64)"
+        )
+
+
 def _check_node(cpus: int, memory_mb: int) -> None:
     most_cpus, most_mb = os.cpu_count() or 1, _machine_memory_mb()
     if not 1 <= cpus <= most_cpus:
@@ -447,6 +463,7 @@ def _main(argv: list[str] | None) -> int:
         return 1 if reason else 0
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     _check_node(args.cpus, args.memory_mb)
+    check_partition(args.partition)
     try:
         cluster = start(args.cpus, args.memory_mb, args.partition)
     except ClusterError as exc:

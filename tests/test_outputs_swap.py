@@ -93,8 +93,9 @@ def test_the_working_directory_is_never_swapped_away(tmp_path, monkeypatch):
 def test_nested_sets_swap_their_directories(tmp_path):
     """reproduce_paper: per-run directories inside the report's set."""
     owned = lambda name: name.startswith("run-") or name == "REPORT.md"  # noqa: E731
+    runs = lambda name: name.startswith("run-")  # noqa: E731
     for text in ("old", "new"):
-        with replacing_dir(tmp_path / "repro", owned) as staging:
+        with replacing_dir(tmp_path / "repro", owned, runs) as staging:
             (staging / "REPORT.md").write_text(text)
             for run in ("run-1", "run-2") if text == "old" else ("run-1",):
                 with replacing_dir(staging / run, OWNED) as inner:
@@ -131,3 +132,22 @@ def test_replacing_files_leaves_no_temporary_on_failure(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert target.read_text() == "good report"
     assert [p.name for p in tmp_path.iterdir()] == ["REPORT.md"]
+
+
+@pytest.mark.parametrize("name", ["a.txt", "plot.png"])
+@pytest.mark.parametrize("others", [False, True], ids=["swapped", "moved-in"])
+def test_a_users_directory_under_an_outputs_name_is_refused_and_kept(tmp_path, name, others):
+    """A folder of the user's called like a file of the set is neither replaced nor
+    removed, whether the outdir is swapped whole or its entries moved in one by one:
+    the set is refused before anything is written."""
+    out = tmp_path / "out"
+    (out / name).mkdir(parents=True)
+    (out / name / "mine.txt").write_text("mine")
+    if others:
+        (out / "notes.md").write_text("the user's")
+    before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    with pytest.raises(outputs.NotRegularFile, match="is a directory, not a regular file"):
+        with replacing_dir(out, OWNED) as staging:
+            write_set(staging, a_txt="new a", b_txt="new b")
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == before
+    assert (out / name / "mine.txt").read_text() == "mine"

@@ -5,6 +5,8 @@ runs with the same inputs share a folder, and their stats do not change."""
 
 from __future__ import annotations
 
+import os
+import signal
 import tempfile
 from dataclasses import replace
 from pathlib import Path
@@ -124,6 +126,52 @@ def test_a_broken_stored_batch_is_drawn_again(tmp_path, damage):
     _same(shared.batch(0), generator.batch(0))
     assert shared.loaded == 0
     _same(SharedBatches(generator, tmp_path).batch(0), generator.batch(0))  # stored again
+
+
+def _one_row_id_changed(raw: bytes) -> bytes:
+    """The stored batch with its first lookup's row id moved to the next row: the
+    offsets and the distinct rows' counts still add up."""
+    header = np.frombuffer(raw[8:48], dtype=np.int64)
+    tables, samples, dense, width = (int(header[i]) for i in (0, 1, 2, 4))
+    start = 8 + 8 * (5 + tables) + 4 * samples * dense + 4 * samples + 8 * tables * (samples + 1)
+    ids = np.dtype(np.int32 if width == 4 else np.int64)
+    row = int(np.frombuffer(raw[start : start + width], dtype=ids)[0])
+    changed = np.array([row + 1 if row == 0 else row - 1], dtype=ids).tobytes()
+    return raw[:start] + changed + raw[start + width :]
+
+
+@pytest.mark.parametrize("at", [0.1, 0.5, 0.9])
+def test_a_stored_batch_with_any_byte_changed_is_drawn_again(tmp_path, at):
+    """One row id changed (or any other byte): the file still parses and adds up, but
+    its checksum does not, so the batch is drawn again rather than used."""
+    generator = _generator(seed=3)
+    SharedBatches(generator, tmp_path).batch(0)
+    path = _stored(tmp_path)
+    raw = path.read_bytes()
+    if at == 0.1:
+        damaged = _one_row_id_changed(raw)
+    else:
+        i = int(len(raw) * at)
+        damaged = raw[:i] + bytes([raw[i] ^ 1]) + raw[i + 1 :]
+    path.write_bytes(damaged)
+    shared = SharedBatches(generator, tmp_path)
+    _same(shared.batch(0), generator.batch(0))
+    assert shared.loaded == 0
+
+
+def test_a_fifo_in_the_folder_is_never_opened_for_reading(tmp_path):
+    """A FIFO where a batch would be: drawn again at once (opening it to read would
+    block until a writer came, and the batch-making thread with it)."""
+    generator = _generator(seed=3)
+    shared = SharedBatches(generator, tmp_path)
+    shared.folder.mkdir(parents=True)
+    os.mkfifo(shared.folder / "0.batch")
+    signal.alarm(20)  # a blocked open fails the test rather than hanging it
+    try:
+        _same(shared.batch(0), generator.batch(0))
+    finally:
+        signal.alarm(0)
+    assert shared.loaded == 0
 
 
 def _distinct(batch: Batch, offsets, rows=None, counts=None) -> Batch:

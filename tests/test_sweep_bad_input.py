@@ -300,7 +300,7 @@ LAUGHS = "".join(
 )
 BAD_SPECS = [
     # (file bytes, text the one line must contain)
-    (b"outroot: o\nfixed: {model: \xe9}\n", "not UTF-8 text (byte 26: 0xe9)"),
+    (b"outroot: o\nfixed: {model: \xe9}\n", "line 2, column 16: not UTF-8 text (byte 0xe9)"),
     (b"\xff\xfeo\x00u\x00", "not UTF-8 text"),
     (b"outroot: o\nfixed: &a {seed: *a}\n", "a recursive alias"),
     (b"outroot: o\naxes: &b {seed: [1, *b]}\n", "a recursive alias"),
@@ -310,8 +310,11 @@ BAD_SPECS = [
     (b"outroot: o\nfixed: {model: rmc1, model: rm1}\n", "duplicate key 'model'"),
     (b"outroot: o\naxes:\n  seed: [1]\n  seed: [2]\n", "duplicate key 'seed' at line 4"),
     (b"outroot: o\nfixed: {set: {board: {index_bytes: 4, index_bytes: 8}}}\n", "duplicate key"),
-    (b"outroot: o\nfixed: " + b"[" * 20_000 + b"]" * 20_000 + b"\n", "nested too deeply"),
-    (b"outroot: o\nfixed: {model: " + b"x" * (2 << 20) + b"}\n", "more than a spec's 1,048,576"),
+    (
+        b"outroot: o\nfixed: " + b"[" * 20_000 + b"]" * 20_000 + b"\n",
+        "nested more than 64 levels deep",
+    ),
+    (b"outroot: o\nfixed: {model: " + b"x" * (2 << 20) + b"}\n", "more than the 1,048,576 allowed"),
     (b"outroot: o\nslurm: {time: 600000}\n", "slurm.time: must be at most 525600 minutes"),
     (b"outroot: o\nslurm: {time: '999-00:00:00'}\n", "slurm.time: must be at most"),
     (b"outroot: o\nslurm: {cpus: 100000}\n", "slurm.cpus: must be at most 4096"),

@@ -14,8 +14,10 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import stat
 import struct
 import zipfile
+import zlib
 from pathlib import Path
 from typing import BinaryIO
 
@@ -41,16 +43,44 @@ def open_binary(path: str) -> BinaryIO:
     """The file for reading bytes; a ``.gz`` decompressed as it is read. The messages
     name the path the way the user gave it."""
     where = Path(path)
-    if not where.exists():
-        raise TraceError(f"--trace {path}: no such file")
-    if where.is_dir():
-        raise TraceError(f"--trace {path}: is a directory")
-    try:  # the caller closes it
-        if path.endswith(".gz"):
-            return gzip.open(where, "rb")
-        return open(where, "rb", buffering=READ_BUFFER)
+    try:
+        mode = os.stat(where).st_mode
+    except FileNotFoundError:
+        raise TraceError(f"--trace {path}: no such file") from None
     except OSError as exc:
         raise TraceError(f"--trace {path}: cannot read it ({exc.strerror or exc})") from None
+    if stat.S_ISDIR(mode):
+        raise TraceError(f"--trace {path}: is a directory")
+    if not stat.S_ISREG(mode):  # a FIFO or a device would block or never end
+        raise TraceError(f"--trace {path}: not a regular file")
+    try:  # the caller closes it
+        fd = os.open(where, os.O_RDONLY | os.O_NONBLOCK)  # never blocks, even if swapped
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise TraceError(f"--trace {path}: not a regular file")
+        os.set_blocking(fd, True)
+        raw = open(fd, "rb", buffering=READ_BUFFER)
+        return _OwningGzip(raw) if path.endswith(".gz") else raw
+    except OSError as exc:
+        raise TraceError(f"--trace {path}: cannot read it ({exc.strerror or exc})") from None
+
+
+class _OwningGzip(gzip.GzipFile):
+    """A GzipFile over an open file that closes that file too (GzipFile does not)."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        super().__init__(fileobj=raw, mode="rb")
+        self._raw = raw
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._raw.close()
+
+
+UNREADABLE = (OSError, EOFError, zlib.error)
+"""What reading a damaged file raises: a truncated or corrupt .gz among them."""
 
 
 def bag_arrays(path: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -15,14 +15,20 @@ from __future__ import annotations
 
 import functools
 import re
-from itertools import islice
 from typing import BinaryIO
 
 import numpy as np
 
 from workloads.inputs import Batch, BatchSource, InputGenerator
 from workloads.models import ModelSpec
-from workloads.trace_files import FBGEMM_ARRAYS, TraceError, bag_arrays, file_stamp, open_binary
+from workloads.trace_files import (
+    FBGEMM_ARRAYS,
+    UNREADABLE,
+    TraceError,
+    bag_arrays,
+    file_stamp,
+    open_binary,
+)
 
 __all__ = ["BagTrace", "CriteoTrace", "TraceError", "open_trace", "trace_kind", "trace_pooling"]
 
@@ -36,6 +42,10 @@ _BAG_SUFFIXES = (".pt", ".pt.gz", ".npz")
 _TSV = re.compile(r"(\.tsv|\.txt|(^|[\\/])day_\d+)(\.gz)?$")
 """Criteo files as published: Kaggle's train.txt, Terabyte's day_0 .. day_23 (also
 gzipped), or any .tsv."""
+MAX_LINE_BYTES = 1 << 16
+"""A Criteo line is ~200-400 bytes (40 fields); 64 KiB bounds what one line may hold."""
+_DIGIT_OR_SIGN = np.zeros(256, dtype=bool)
+_DIGIT_OR_SIGN[list(b"0123456789-")] = True
 _HEX = np.full(256, 255, dtype=np.uint8)
 _HEX[0] = 16  # numpy's padding of a shorter bytes string: not a digit
 for _digit, _char in enumerate(b"0123456789abcdef"):
@@ -117,6 +127,12 @@ def _check_bags(
             raise TraceError(f"--trace {path}: {name} holds {array.dtype}, expected integers")
     tables, samples = (int(n) for n in lengths.shape)
     _check_tables(path, tables, spec)
+    if lengths.size and int(lengths.min()) < 0:
+        table, sample = (int(i) for i in np.unravel_index(int(np.argmin(lengths)), lengths.shape))
+        raise TraceError(
+            f"--trace {path}: table {table}, sample {sample} has length "
+            f"{int(lengths[table, sample])}; a bag's length is at least 0"
+        )
     if offsets.shape[0] != tables * samples + 1:
         raise TraceError(
             f"--trace {path}: {offsets.shape[0]} offsets for {tables} tables x {samples} "
@@ -197,7 +213,12 @@ class BagTrace(BatchSource):
                     f"--trace {self.path}: batch {index}: table {table}'s offsets point "
                     f"outside the {self._indices.shape[0]} indices"
                 )
-            if not np.array_equal(np.diff(bounds), self._lengths[table, first : first + bs]):
+            steps = np.diff(bounds)
+            if (steps < 0).any():
+                raise TraceError(
+                    f"--trace {self.path}: batch {index}: table {table}'s offsets go backwards"
+                )
+            if not np.array_equal(steps, self._lengths[table, first : first + bs]):
                 raise TraceError(
                     f"--trace {self.path}: batch {index}: table {table}'s offsets and "
                     "lengths disagree"
@@ -264,15 +285,39 @@ class CriteoTrace(BatchSource):
             if self._handle is None or self._line > first:
                 self.close()
                 self._handle, self._line = open_binary(self.path), 0
-            self._line += sum(1 for _ in islice(self._handle, first - self._line))
-            lines = list(islice(self._handle, count)) if self._line == first else []
-        except (OSError, EOFError) as exc:  # e.g. a truncated or corrupt .gz
+            while self._line < first and self._read_line() is not None:
+                self._line += 1
+            lines = []
+            while self._line == first and len(lines) < count:
+                line = self._read_line()
+                if line is None:
+                    break
+                lines.append(line)
+        except UNREADABLE as exc:  # e.g. a truncated or corrupt .gz
             raise TraceError(f"--trace {self.path}: cannot read it ({exc})") from None
         self._line += len(lines)
         return lines if len(lines) == count else None
 
+    def _read_line(self) -> bytes | None:
+        """The next line, None at the end; one longer than MAX_LINE_BYTES is refused
+        before more of it is read (a file that is not a TSV may have no newline)."""
+        line = self._handle.readline(MAX_LINE_BYTES + 1)
+        if len(line) > MAX_LINE_BYTES:
+            raise TraceError(
+                f"--trace {self.path}: line {self._line + 1} is longer than "
+                f"{MAX_LINE_BYTES:,} bytes: not a Criteo TSV line"
+            )
+        return line or None
+
     def _parse(self, lines: list[bytes], first: int) -> Batch:
         """One batch from its lines: split per line (inherently), converted per column."""
+        text = b"".join(lines)
+        if b"\x00" in text:  # numpy's bytes cells would drop it silently; UTF-16 has many
+            line = first + text.count(b"\n", 0, text.index(b"\x00")) + 1
+            raise TraceError(
+                f"--trace {self.path}: line {line}: a NUL byte, not Criteo TSV text "
+                "(UTF-16? save it as UTF-8)"
+            )
         fields = [line.rstrip(b"\r\n").split(b"\t") for line in lines]
         widths = np.fromiter(map(len, fields), dtype=np.int64, count=len(fields))
         wrong = np.flatnonzero(widths != CRITEO_FIELDS)
@@ -300,17 +345,23 @@ class CriteoTrace(BatchSource):
     def _integers(self, cells: np.ndarray, first: int, column: int) -> np.ndarray:
         """Integer cells, an empty one 0; a bad one is named by its line and field."""
         cells = np.where(cells == b"", b"0", cells)
-        try:
-            return cells.astype(np.int64)
-        except (ValueError, OverflowError):
-            pass
+        codes = cells.view(np.uint8).reshape(*cells.shape, cells.dtype.itemsize)
+        plain = (_DIGIT_OR_SIGN[codes] | (codes == 0)).all(axis=-1)  # 0: numpy's padding
+        if plain.all():
+            try:
+                return cells.astype(np.int64)
+            except (ValueError, OverflowError):
+                pass
         for (row, col), cell in np.ndenumerate(cells):
             try:
+                if not plain[row, col]:  # int() takes spaces, '_' and other scripts' digits
+                    raise ValueError(cell)
                 np.int64(int(cell))
             except (ValueError, OverflowError):
                 name = "the label" if column + col == 0 else f"I{column + col}"
                 raise TraceError(
-                    f"--trace {self.path}: line {first + row + 1}: {name} is {cell.decode()!r}, "
+                    f"--trace {self.path}: line {first + row + 1}: {name} is "
+                    f"{cell.decode(errors='replace')!r}, "
                     "not an integer"
                 ) from None
         raise AssertionError("unreachable: numpy refused a cell int() accepts")

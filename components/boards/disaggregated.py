@@ -196,6 +196,8 @@ class DisaggregatedBoard(TrainingBoard):
             links[host_name(j)] = getattr(self, name)
         switches = {}
         for spec in topology.switches:
+            if hasattr(self, spec.name) or spec.name in self._children:
+                raise ConfigError(f"topology: switch name {spec.name!r} is taken by the board")
             switch = CxlSwitch()
             if spec.parent is not None:
                 switch.uplink = CxlLink()

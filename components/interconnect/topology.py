@@ -12,16 +12,34 @@ is one error naming the problem.
 
 from __future__ import annotations
 
+import keyword
 import os
+import re
 from dataclasses import dataclass, field
 
 from components.interconnect.cxl import CxlPath
+from components.sim import input_files
 from components.sim.params import ConfigError
 
 CXL_VERSIONS = ("2.0", "3.0")
 DEFAULT_SWITCH_PORTS = 16
 """Downstream x16 ports of one switch: XConn XC50256 (CXL 2.0, 256 lanes = 16 x16)."""
 MAX_ENDPOINTS = 1024  # GPUs plus CXL-MEMs: far beyond any switch tree built today
+MAX_HOSTS = 64  # a pool's jobs: each is a host loop of its own
+MAX_SWITCHES = 256
+"""Switches in one tree: 1,024 endpoints need 64 switches of 16 ports; four times that
+leaves room for sparse trees, and keeps a file of thousands from being checked at all."""
+MAX_LEVELS = 16
+"""Switch levels from an endpoint to the root: a transfer crosses every one twice, and
+CXL 3.x fabrics are built a few levels deep (its port-based routing spans 4,096 ports)."""
+MAX_PORTS = 4096  # CXL 3.x port-based routing's 12-bit port IDs (CXL 3.0 spec §7.7.2)
+MAX_TOPOLOGY_BYTES = 1 << 20
+"""A topology of MAX_SWITCHES switches is ~10 KB; a file larger than 1 MiB is not one."""
+SWITCH_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
+"""A switch is a board attribute and a stats path component (``board.<name>.bytesForwarded``):
+a letter, then letters, digits or underscores, at most 64 in all."""
+RESERVED_NAME = re.compile(r"(host|host_link|gpu|cxl_gpu|nvlink|job|shard|mem)\d*")
+"""Names the board gives its own children (``gpu0``, ``shard1``, ...) and endpoints."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +60,11 @@ class TopologySpec:
     @classmethod
     def single_switch(cls, gpus: int, mems: int, hosts: int = 1) -> TopologySpec:
         """Every device and the hosts under one switch (CXL 2.0 suffices)."""
+        if gpus + mems > MAX_ENDPOINTS or hosts > MAX_HOSTS:  # before a name is made for each
+            raise ConfigError(
+                f"topology: {gpus} GPUs, {mems} CXL-MEMs and {hosts} hosts: at most "
+                f"{MAX_ENDPOINTS} devices and {MAX_HOSTS} hosts"
+            )
         attach = {host_name(h): "switch0" for h in range(hosts)}
         attach |= {f"gpu{g}": "switch0" for g in range(gpus)}
         attach |= {f"mem{m}": "switch0" for m in range(mems)}
@@ -63,7 +86,11 @@ class TopologySpec:
         return sum(name.startswith("host") for name in self.attach)
 
     def switch(self, name: str) -> SwitchSpec:
-        return next(s for s in self.switches if s.name == name)
+        by_name = self.__dict__.get("_by_name")
+        if by_name is None:  # frozen: cached by hand, on first use
+            by_name = {s.name: s for s in self.switches}
+            object.__setattr__(self, "_by_name", by_name)
+        return by_name[name]
 
     def chain(self, endpoint: str) -> list[str]:
         """Switches from the endpoint's own up to the root."""
@@ -88,28 +115,45 @@ class TopologySpec:
         names = [s.name for s in self.switches]
         if not names:
             raise ConfigError("topology: no switches")
-        duplicate = next((n for n in names if names.count(n) > 1), None)
-        if duplicate is not None:
-            raise ConfigError(f"topology: switch {duplicate!r} declared twice")
+        if len(names) > MAX_SWITCHES:
+            raise ConfigError(f"topology: {len(names)} switches, more than {MAX_SWITCHES}")
+        for name in names:
+            check_switch_name(name)
+        known: set[str] = set()
+        for name in names:
+            if name in known:
+                raise ConfigError(f"topology: switch {name!r} declared twice")
+            known.add(name)
         for s in self.switches:
-            if s.parent is not None and s.parent not in names:
+            if s.parent is not None and s.parent not in known:
                 raise ConfigError(f"topology: switch {s.name!r} has unknown parent {s.parent!r}")
-            if s.ports < 1:
-                raise ConfigError(f"topology: switch {s.name!r} has {s.ports} ports")
+            if not 1 <= s.ports <= MAX_PORTS:
+                raise ConfigError(
+                    f"topology: switch {s.name!r} has {s.ports} ports (1..{MAX_PORTS})"
+                )
         roots = [s.name for s in self.switches if s.parent is None]
+        depth: dict[str, int] = {}
         for s in self.switches:
             seen, name = [], s.name
-            while name is not None:
+            while name is not None and name not in depth:
                 if name in seen:
                     raise ConfigError(
                         f"topology: switches {' -> '.join([*seen, name])} form a cycle"
                     )
                 seen.append(name)
                 name = self.switch(name).parent
+            below = 0 if name is None else depth[name]
+            for level, name in enumerate(reversed(seen), start=below + 1):
+                depth[name] = level
+                if level > MAX_LEVELS:
+                    raise ConfigError(
+                        f"topology: switch {name!r} is {level} levels below the root, "
+                        f"more than {MAX_LEVELS}"
+                    )
         if len(roots) != 1:
             raise ConfigError(f"topology: {len(roots)} root switches {roots}; a tree has one")
         for endpoint, name in self.attach.items():
-            if name not in names:
+            if name not in known:
                 raise ConfigError(f"topology: {endpoint} attaches to unknown switch {name!r}")
         hosts = {name for name in self.attach if name.startswith("host")}
         if hosts != {host_name(h) for h in range(len(hosts))} or not hosts:
@@ -120,12 +164,17 @@ class TopologySpec:
             raise ConfigError(
                 f"topology: {self.gpus + self.mems} devices, more than {MAX_ENDPOINTS}"
             )
+        children = dict.fromkeys(known, 0)
+        for name in self.attach.values():
+            children[name] += 1
         for s in self.switches:
-            children = sum(n == s.name for n in self.attach.values())
-            children += sum(o.parent == s.name for o in self.switches)
-            if children > s.ports:
+            if s.parent is not None:
+                children[s.parent] += 1
+        for s in self.switches:
+            if children[s.name] > s.ports:
                 raise ConfigError(
-                    f"topology: switch {s.name!r} has {children} children but {s.ports} ports"
+                    f"topology: switch {s.name!r} has {children[s.name]} children but "
+                    f"{s.ports} ports"
                 )
         if self.cxl not in CXL_VERSIONS:
             raise ConfigError(f"topology: cxl {self.cxl!r}: one of {', '.join(CXL_VERSIONS)}")
@@ -149,25 +198,43 @@ class TopologySpec:
             )
 
 
+def check_switch_name(name: object) -> None:
+    """A switch name is a board attribute and a stats path component: SWITCH_NAME's
+    grammar, and none of the names the board or Python already give a meaning."""
+    if not isinstance(name, str) or not SWITCH_NAME.fullmatch(name):
+        raise ConfigError(
+            f"topology: switch name {name!r}: a letter, then letters, digits or underscores "
+            "(at most 64)"
+        )
+    if keyword.iskeyword(name) or RESERVED_NAME.fullmatch(name) or name in BOARD_ATTRIBUTES:
+        raise ConfigError(f"topology: switch name {name!r} is taken by the board; rename it")
+
+
+BOARD_ATTRIBUTES = frozenset(
+    (
+        "board children config path name parent system topology fabric jobs gpus cxl_gpus "
+        "engine scheduler spec placement layout stats params cxl_mem cxl_switch host "
+        "host_link gpu cxl_gpu nmp dram pmem ssd uplink"
+    ).split()
+)
+"""Attributes a board or a SimObject has besides its switches (checked again when the
+board is built, against the board's own attributes)."""
+
+
 def host_name(index: int) -> str:
     """The first host is ``host``; a pool's others ``host1``, ``host2``, ..."""
     return "host" if index == 0 else f"host{index}"
 
 
 def load_topology(path: str | os.PathLike) -> TopologySpec:
-    """A topology from a YAML file (docs/topologies.md shows the format)."""
-    import yaml
-
+    """A topology from a YAML file (docs/topologies.md shows the format): a regular
+    file of at most MAX_TOPOLOGY_BYTES, strict UTF-8 and strict YAML (no duplicate keys,
+    bounded nesting and aliases)."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = yaml.safe_load(handle)
-    except OSError as error:
-        raise ConfigError(f"topology {os.fspath(path)}: {error.strerror}") from None
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark is not None else ""
-        raise ConfigError(f"topology {os.fspath(path)}: not valid YAML{where}") from None
-    return topology_from_dict(data, os.fspath(path))
+        data = input_files.read_yaml(path, MAX_TOPOLOGY_BYTES)
+    except input_files.InputFileError as error:
+        raise ConfigError(f"topology {os.fspath(path)}: {error}") from None
+    return topology_from_dict(data, f"topology {os.fspath(path)}")
 
 
 def topology_from_dict(data, where: str = "topology") -> TopologySpec:
@@ -184,18 +251,34 @@ def topology_from_dict(data, where: str = "topology") -> TopologySpec:
     raw_switches = data.get("switches")
     if not isinstance(raw_switches, dict) or not raw_switches:
         raise ConfigError(f"{where}: 'switches' must map switch names to their settings")
+    if len(raw_switches) > MAX_SWITCHES:
+        raise ConfigError(f"{where}: {len(raw_switches)} switches, more than {MAX_SWITCHES}")
     for name, settings in raw_switches.items():
+        try:
+            check_switch_name(name)
+        except ConfigError as error:
+            raise ConfigError(f"{where}: {str(error).removeprefix('topology: ')}") from None
         settings = settings or {}
         if not isinstance(settings, dict) or set(settings) - {"parent", "ports"}:
             raise ConfigError(f"{where}: switch {name!r} takes only 'parent' and 'ports'")
         ports = settings.get("ports", DEFAULT_SWITCH_PORTS)
         if type(ports) is not int:
             raise ConfigError(f"{where}: switch {name!r}: ports must be an integer, got {ports!r}")
-        switches.append(SwitchSpec(str(name), settings.get("parent"), ports))
+        parent = settings.get("parent")
+        if parent is not None and not isinstance(parent, str):
+            raise ConfigError(f"{where}: switch {name!r}: parent must be a switch name")
+        switches.append(SwitchSpec(name, parent, ports))
     if "host" in data and "hosts" in data:
         raise ConfigError(f"{where}: give 'host' (one) or 'hosts' (a pool's), not both")
-    attach = {} if "hosts" in data else {"host": str(data.get("host", switches[0].name))}
-    for key, kind in (("hosts", "host"), ("gpus", "gpu"), ("cxl_mems", "mem")):
+    host = data.get("host", switches[0].name)
+    if not isinstance(host, str):
+        raise ConfigError(f"{where}: 'host' must name a switch, got {host!r}")
+    attach = {} if "hosts" in data else {"host": host}
+    for key, kind, most in (
+        ("hosts", "host", MAX_HOSTS),
+        ("gpus", "gpu", MAX_ENDPOINTS),
+        ("cxl_mems", "mem", MAX_ENDPOINTS),
+    ):
         if key not in data:
             continue
         counts = data.get(key) or {}
@@ -205,12 +288,19 @@ def topology_from_dict(data, where: str = "topology") -> TopologySpec:
         for switch, count in counts.items():
             if type(count) is not int or count < 0:
                 raise ConfigError(f"{where}: {key} under {switch!r}: bad count {count!r}")
+            if not isinstance(switch, str):
+                raise ConfigError(f"{where}: {key}: {switch!r} is not a switch name")
+            if index + count > most:  # bounded before a name is made for each
+                raise ConfigError(f"{where}: {key}: more than {most} in all")
             for _ in range(count):
                 name = host_name(index) if kind == "host" else f"{kind}{index}"
-                attach[name] = str(switch)
+                attach[name] = switch
                 index += 1
     topology = TopologySpec(tuple(switches), attach, str(data.get("cxl", "3.0")))
-    topology.check()
+    try:
+        topology.check()
+    except ConfigError as error:  # named as the file, as the errors above
+        raise ConfigError(f"{where}: {str(error).removeprefix('topology: ')}") from None
     return topology
 
 

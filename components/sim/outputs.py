@@ -99,8 +99,15 @@ def replacing_files(*paths: Path) -> Iterator[list[Path]]:
             temp.unlink(missing_ok=True)
 
 
+Owned = Iterable[str] | Callable[[str], bool]
+
+
+def _predicate(owned: Owned) -> Callable[[str], bool]:
+    return owned if callable(owned) else frozenset(owned).__contains__
+
+
 @contextlib.contextmanager
-def replacing_dir(outdir: Path, owned: Iterable[str] | Callable[[str], bool]) -> Iterator[Path]:
+def replacing_dir(outdir: Path, owned: Owned, owned_dirs: Owned = ()) -> Iterator[Path]:
     """Yield an empty staging directory; when the block completes, its contents become
     ``outdir``'s, replacing the previous set; when it raises, it is removed and
     ``outdir`` is left exactly as it was.
@@ -111,11 +118,13 @@ def replacing_dir(outdir: Path, owned: Iterable[str] | Callable[[str], bool]) ->
     renames elsewhere). When it also holds other files (a PMEM image, gem5's own -d
     directory, anything of the user's), those stay: the new entries are renamed in one
     by one after all were written, and previous owned entries the new set lacks are
-    removed.
+    removed. ``owned_dirs`` says which of the owned entries are directories the set
+    writes; a directory under any other owned name is the user's, and is refused
+    before anything is written (check_outputs), never replaced or removed.
     """
     outdir = Path(outdir)
-    is_owned = owned if callable(owned) else frozenset(owned).__contains__
-    _check_owned_entries(outdir, is_owned)
+    is_owned = _predicate(owned)
+    check_outputs(outdir, owned, owned_dirs)
     swap = _swappable(outdir, is_owned)
     if swap:
         outdir.parent.mkdir(parents=True, exist_ok=True)
@@ -136,13 +145,22 @@ def replacing_dir(outdir: Path, owned: Iterable[str] | Callable[[str], bool]) ->
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _check_owned_entries(outdir: Path, is_owned: Callable[[str], bool]) -> None:
-    """The previous set's entries are regular files or directories: anything else under
-    an output's name (a FIFO called stats.txt) is refused, never replaced or removed."""
+def check_outputs(outdir: Path, owned: Owned, owned_dirs: Owned = ()) -> None:
+    """The previous set's entries are regular files, or directories where the set
+    writes directories (``owned_dirs``): anything else under an output's name (a FIFO
+    called stats.txt, a folder of the user's called REPORT.md) is refused, never
+    replaced or removed. Entry points call it before their work, replacing_dir again."""
+    outdir = Path(outdir)
     if not outdir.is_dir() or outdir.is_symlink():
         return
+    is_owned, is_owned_dir = _predicate(owned), _predicate(owned_dirs)
     for entry in outdir.iterdir():
-        if is_owned(entry.name) and not entry.is_dir():
+        if not is_owned(entry.name) or STAGING in entry.name:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            if not is_owned_dir(entry.name):
+                raise NotRegularFile(entry, entry.stat().st_mode)
+        else:
             check_replaceable(entry)
 
 

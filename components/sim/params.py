@@ -193,7 +193,7 @@ class Int(Param):
     def parse(self, raw):
         if isinstance(raw, bool):
             raise ValueError("expected an integer")
-        number = float(raw.strip()) if isinstance(raw, str) else raw
+        number = float(units.plain_text_number(raw.strip())) if isinstance(raw, str) else raw
         if number != int(number):
             raise ValueError("expected an integer")
         value = int(number)
@@ -221,7 +221,7 @@ class Float(Param):
     def parse(self, raw):
         if isinstance(raw, bool):
             raise ValueError("expected a number")
-        value = float(raw)
+        value = float(units.plain_text_number(raw) if isinstance(raw, str) else raw)
         if value != value or value in (float("inf"), float("-inf")):
             raise ValueError("must be finite")
         _bounds(value, self.low, self.high)

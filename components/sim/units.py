@@ -20,7 +20,8 @@ MAX_TICKS = 2**63 - 1
 """The clock's range: ticks are int64 in every numpy array that holds them (~106 days)."""
 
 _NUMBER = r"([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)"
-_PATTERN = re.compile(r"^\s*" + _NUMBER + r"\s*([A-Za-z/]*)\s*$")
+_PATTERN = re.compile(r"^\s*" + _NUMBER + r"\s*([A-Za-z/]*)\s*$", re.ASCII)
+"""ASCII only: Python's \\d and float() also take other scripts' digits ('٣', '３')."""
 
 _DECIMAL = {
     "": 1.0,
@@ -39,6 +40,14 @@ _BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40}
 
 class UnitError(ValueError):
     """A value whose number or unit cannot be read for the dimension asked."""
+
+
+def plain_text_number(text: str) -> str:
+    """``text`` if it is written as numbers are typed: ASCII, no '_' separators
+    (int() and float() take '1_000', '٣' and '３'); ValueError otherwise."""
+    if not text.isascii() or "_" in text:
+        raise ValueError(f"{text!r} is not a number written in ASCII digits")
+    return text
 
 
 def _split(text: str | int | float, dimension: str) -> tuple[float, str]:

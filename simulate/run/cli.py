@@ -1,7 +1,8 @@
 """The one error path of every command-line entry point in configs/ and scripts/.
 
 Bad input is one line, ``prog: error: ...`` naming the option and the value, and exit
-status 2; Ctrl-C is one line and 130 (SIGTERM: 143); never a traceback. It lives in
+status 2 (so is running out of memory: the options asked for more than the machine
+has); Ctrl-C is one line and 130 (SIGTERM: 143); never a traceback. It lives in
 simulate/ because it must know the input errors of components/ and workloads/ alike,
 and configs/ and scripts/ may import simulate/, never the reverse.
 """
@@ -54,6 +55,12 @@ EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 2, 130, 143
 OVERFLOW = (
     "the run outgrew the simulator's 64-bit tick clock: --set values that together "
     "describe hardware far slower than any modelled (bandwidth x efficiency x lanes)"
+)
+
+
+OUT_OF_MEMORY = (
+    "out of memory: the run needed more memory than this machine had free (a smaller "
+    "batch, fewer rows or fewer batches need less)"
 )
 
 
@@ -143,8 +150,8 @@ def run_main(prog: str, main: Callable[[], int]) -> int:
             return _fail(prog, os_error_text(exc), EXIT_USAGE)
         except OverflowError as exc:  # each parameter is bounded; their product may not be
             return _fail(prog, f"{OVERFLOW}: {exc}", EXIT_USAGE)
-        except MemoryError:
-            return _fail(prog, "out of memory", 1)
+        except MemoryError:  # the preflight estimate is a bound on what it knows, not all
+            return _fail(prog, OUT_OF_MEMORY, EXIT_USAGE)
         except KeyboardInterrupt:
             return _stop(prog, "interrupted", EXIT_INTERRUPTED)
         except Terminated:

@@ -16,9 +16,11 @@ from components.boards.disaggregated import DisaggregatedBoard
 from components.boards.software_ft import POLICIES, SOFTWARE_FT_SYSTEMS, SoftwareCheckpoint
 from components.compute.gpu import Gpu
 from components.compute.gpu_presets import apply_preset
+from components.memory.base import MemoryDevice
 from components.memory.pmem import use_model
 from components.memory.stores import apply_store
 from components.sim.engine import Engine
+from components.sim.params import ConfigError
 from components.sim.schedule import Scheduler
 from simulate.run.gpu_profile import apply_profile
 from simulate.run.options import SYSTEMS, RunOptions, UsageError, multi_device, resolve_topology
@@ -159,6 +161,42 @@ def connected_board(
     user's value wins over the sizing the board derives from the model."""
     _, _, board = prepare(options)
     board.connect(engine, scheduler, spec, batch_size)
+    placed = _placed_bytes(board)
     for path, value in options.sets:
         board.set_by_path(path, value)
+    _check_capacities(board, placed, options.sets)
     return board
+
+
+def check_connected(options: RunOptions) -> None:
+    """Connect the run's board to a fresh engine, simulating nothing: what only a
+    connected board checks (GPUs against the batch, tables against the devices, a
+    --set capacity against what is placed) raises here."""
+    engine = Engine()
+    connected_board(options, resolve_spec(options), batch_size_of(options), engine,
+                    Scheduler(engine))  # fmt: skip
+
+
+def _placed_bytes(board: TrainingBoard) -> dict[str, int]:
+    """Bytes the board placed on each memory device (the capacity it sized it to)."""
+    return {
+        obj.path: obj.capacity
+        for obj in board.descendants()
+        if isinstance(obj, MemoryDevice) and obj.capacity > 0
+    }
+
+
+def _check_capacities(
+    board: TrainingBoard, placed: dict[str, int], sets: list[tuple[str, str]]
+) -> None:
+    """A --set capacity below what the board placed on the device describes a device
+    that cannot hold its tables and logs: refused, naming the --set."""
+    given = dict(sets)
+    for obj in board.descendants():
+        need = placed.get(obj.path)
+        if need is not None and isinstance(obj, MemoryDevice) and obj.capacity < need:
+            path = f"{obj.path}.capacity"
+            raise ConfigError(
+                f"--set {path}={given.get(path, obj.capacity)}: the device holds {need:,} "
+                "bytes of tables and logs; its capacity cannot be smaller"
+            )

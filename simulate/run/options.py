@@ -16,11 +16,16 @@ from typing import TYPE_CHECKING
 
 from components.compute.gpu_presets import DEFAULT_GPU, UnknownGpuError, check_gpu
 from components.compute.gpu_presets import PRESETS as GPU_PRESETS
-from components.interconnect.topology import TopologySpec, load_topology
+from components.interconnect.topology import (
+    MAX_ENDPOINTS,
+    MAX_HOSTS,
+    TopologySpec,
+    load_topology,
+)
 from components.memory.pmem import PMEM_MODELS
 from components.memory.stores import DEFAULT_STORE, STORES
 from components.sim.params import ConfigError
-from components.sim.units import UnitError, parse_time
+from components.sim.units import UnitError, parse_time, plain_text_number
 from workloads.inputs import DEFAULT_ZIPF_EXPONENT, MAX_ZIPF_EXPONENT
 
 if TYPE_CHECKING:
@@ -38,8 +43,26 @@ MAX_ARGS = 4096
 MAX_FAILURES_PER_BATCH; grids belong in a sweep spec)."""
 
 
+def _ascii_int(text: str) -> int:
+    return int(plain_text_number(text))
+
+
+def _ascii_float(text: str) -> float:
+    return float(plain_text_number(text))
+
+
+_ascii_int.__name__, _ascii_float.__name__ = "int", "float"  # argparse: "invalid int value"
+
+
 class QuietParser(argparse.ArgumentParser):
-    """argparse that raises instead of exiting, so callers decide how errors look."""
+    """argparse that raises instead of exiting, so callers decide how errors look.
+    Every ``type=int`` or ``type=float`` option takes ASCII digits only (int() and
+    float() also take '1_000', '٣' and '３')."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.register("type", int, _ascii_int)
+        self.register("type", float, _ascii_float)
 
     def error(self, message: str):
         raise UsageError(message)
@@ -52,6 +75,9 @@ class QuietParser(argparse.ArgumentParser):
 
 
 SYSTEMS = ("ssd", "pmem", "pcie", "cxl-d", "cxl-b", "cxl", "dram")
+MTBF_RANGE = (1.0, 3.2e7)
+"""Seconds: board.ft.mtbf's bounds (components/boards/software_ft.py), checked here so
+the message names --mtbf."""
 MULTI_DEVICE_SYSTEMS = ("cxl-d", "cxl-b", "cxl")
 CHECKPOINTS = ("paper", "cpr", "check-n-run", "none")
 # run options a tool that replays every batch of the paper's protocols does not take
@@ -660,6 +686,13 @@ def _check_topology(args: argparse.Namespace) -> tuple[int, int]:
                         ("--pool-jobs", args.pool_jobs)):  # fmt: skip
         if value < 1:
             raise UsageError(f"{flag} must be at least 1, got {value}")
+    if args.pool_jobs > MAX_HOSTS:
+        raise UsageError(f"--pool-jobs must be at most {MAX_HOSTS}, got {args.pool_jobs}")
+    if args.gpus * args.pool_jobs + args.cxl_mems > MAX_ENDPOINTS:  # before any is built
+        raise UsageError(
+            f"--gpus {args.gpus} x --pool-jobs {args.pool_jobs} GPUs and --cxl-mems "
+            f"{args.cxl_mems}: more than {MAX_ENDPOINTS} devices in all"
+        )
     if args.per_gpu_batch is not None:
         if args.per_gpu_batch < 1:
             raise UsageError(f"--per-gpu-batch must be at least 1, got {args.per_gpu_batch}")
@@ -685,6 +718,11 @@ def _check_topology(args: argparse.Namespace) -> tuple[int, int]:
         raise UsageError("--fail-device names whose power fails: add --fail-at or --fail-random")
     if args.fail_device is not None and mems < 2:
         raise UsageError("--fail-device cuts one of several CXL-MEMs: add --cxl-mems 2 or more")
+    if args.sharding != "table" and mems < 2:
+        raise UsageError(
+            f"--sharding {args.sharding} places rows over several CXL-MEMs: add --cxl-mems 2 "
+            "or more (one device holds every row)"
+        )
     if (gpus, mems, args.topology, args.pool_jobs) == (1, 1, None, 1):
         return gpus, mems
     if args.system not in MULTI_DEVICE_SYSTEMS:
@@ -738,17 +776,26 @@ def _check_software_ft(args: argparse.Namespace) -> None:
         raise UsageError("--quantize is Check-N-Run's: add --checkpoint check-n-run")
     if args.store is not None and args.store not in STORES:
         raise UsageError(f"--store {args.store!r}: one of {', '.join(STORES)}")
-    for flag, value in (
-        ("--mtbf", args.mtbf),
-        ("--ckpt-interval", args.ckpt_interval),
-        ("--store", args.store),
-    ):
-        if value is not None and not software:
+    if args.store is not None and not software:
+        raise UsageError(
+            "--store is where a software checkpoint goes: add --checkpoint cpr, check-n-run or none"
+        )
+    for flag, value in (("--mtbf", args.mtbf), ("--ckpt-interval", args.ckpt_interval)):
+        if value is not None and args.checkpoint in ("paper", "none"):
             raise UsageError(
-                f"{flag} sets a software checkpoint: add --checkpoint cpr or check-n-run"
+                f"{flag} sets a software checkpoint's interval: --checkpoint "
+                f"{args.checkpoint} takes none (add --checkpoint cpr or check-n-run)"
             )
         if isinstance(value, float) and not (math.isfinite(value) and value > 0):
             raise UsageError(f"{flag} must be a positive number of seconds, got {value}")
+    if args.mtbf is not None and args.ckpt_interval is not None:
+        raise UsageError(
+            "--mtbf sets the interval by CPR's rule, --ckpt-interval gives it: drop one"
+        )
+    if args.mtbf is not None and not MTBF_RANGE[0] <= args.mtbf <= MTBF_RANGE[1]:
+        raise UsageError(
+            f"--mtbf must be in {MTBF_RANGE[0]:g}..{MTBF_RANGE[1]:g} seconds, got {args.mtbf:g}"
+        )
     if software and args.pmem_image:
         raise UsageError(
             f"--checkpoint {args.checkpoint} keeps its checkpoints on board.ft.store: "

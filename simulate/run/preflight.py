@@ -17,7 +17,7 @@ from pathlib import Path
 from components.memory import SsdWithCache
 from components.memory.lru import COMPACT_FLOOR
 from components.sim.mpl import check_backend
-from components.sim.outputs import NotRegularFile, check_replaceable
+from components.sim.outputs import RUN_OUTPUTS, NotRegularFile, check_outputs, check_replaceable
 from simulate.run.configure import (
     batch_size_of,
     input_generator,
@@ -264,6 +264,7 @@ def check_trace(options: RunOptions) -> None:
 def check_paths(options: RunOptions, writes_outdir: bool = True) -> None:
     if writes_outdir:
         check_outdir(options.outdir)
+        check_outputs(Path(options.outdir), RUN_OUTPUTS)
     if options.plot:
         check_backend()
     check_pmem_image(options)

@@ -13,11 +13,12 @@ from tqdm import tqdm
 from simulate.run import configure
 from simulate.run.cli import raise_received
 from simulate.run.options import RunOptions, UsageError
+from simulate.run.preflight import check_memory
 from simulate.run.provenance import code_version, provenance
 from simulate.sweeps import executors, store
 from simulate.sweeps.runid import canonical
 from simulate.sweeps.runner import DONE, FAILED, SKIPPED, Outcome, run_one
-from simulate.sweeps.spec import Run, Sweep
+from simulate.sweeps.spec import BOARD_INDEPENDENT, Run, Sweep
 
 INPUT_CACHE = ".inputs"  # the batches the runs share, removed when the sweep ends
 
@@ -70,6 +71,17 @@ def check_same_code(sweep: Sweep, runs: list[Run]) -> None:
         )
 
 
+def check_local_memory(options: list[RunOptions]) -> None:
+    """Each distinct run fits this machine's memory (one line and exit 2 before the
+    first run otherwise, as the CLI's run would say), checked once per distinct board."""
+    seen: set[str] = set()
+    for run in options:
+        key = repr(replace(run, **BOARD_INDEPENDENT))
+        if key not in seen:
+            seen.add(key)
+            check_memory(run)
+
+
 def execute(
     sweep: Sweep,
     runs: list[Run],
@@ -83,6 +95,8 @@ def execute(
     ``allow_mixed``: count runs finished by other code as done (else refused)."""
     if executor == "slurm":
         executors.require_slurm()
+    else:
+        check_local_memory([run.options for run in runs])
     if not allow_mixed:
         check_same_code(sweep, runs)
     sweep.outroot.mkdir(parents=True, exist_ok=True)

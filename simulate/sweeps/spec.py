@@ -8,6 +8,7 @@ starts and reported as one line naming the spec field (``spec: axes.seed: empty 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import itertools
 import json
@@ -19,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from simulate.run.configure import check_connected
 from simulate.run.options import (
     QuietParser,
     RunOptions,
@@ -194,8 +196,15 @@ def _dimensions(axes: dict[str, list], groups: Any) -> list[list[dict[str, Any]]
     return dimensions
 
 
+BOARD_INDEPENDENT = {"seed": 0, "outdir": "", "progress": False, "input_cache": None}
+"""Options that never change what a run's validation builds or checks: runs that differ
+in these alone validate once (a seed axis of a thousand runs builds one board)."""
+
+
 def _validate_boards(runs: list[Run], origins: dict[str, str]) -> None:
-    """Build each distinct board once with its --set paths applied, without simulating."""
+    """Build each distinct board once with its --set paths applied, without simulating:
+    runs that differ in anything a board or its checks depend on (GPUs, CXL-MEMs,
+    checkpoint policy, topology, batch size, ...) are each validated before any runs."""
     try:
         from simulate import simulator
     except ImportError:
@@ -208,23 +217,13 @@ def _validate_boards(runs: list[Run], origins: dict[str, str]) -> None:
             get_model(options.model)
         except ValueError as exc:
             raise SpecError(origins["model"], str(exc)) from None
-        key = json.dumps(
-            [
-                options.system,
-                options.model,
-                options.batch_size,
-                options.rows,
-                options.functional,
-                sorted(options.sets),
-                options.fail_at,
-                options.trace,
-            ]
-        )
+        key = repr(dataclasses.replace(options, **BOARD_INDEPENDENT))
         if validate is None or key in seen:
             continue
         seen.add(key)
         try:
             validate(options)
+            check_connected(options)
         except ValueError as exc:
             message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             field = next(
