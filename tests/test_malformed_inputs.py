@@ -333,7 +333,7 @@ def test_a_spec_of_any_values_is_runs_or_one_spec_error(tmp_path, fixed, axes):
 BOARD_AXES = {
     "gpus": ({"gpus": [1, 2]}, {"system": "pmem"}, "several devices are modelled for"),
     "cxl_mems": ({"cxl_mems": [1, 2]}, {"system": "dram"}, "several devices are modelled for"),
-    "checkpoint": ({"checkpoint": ["paper", "cpr"]}, {}, "saves host-resident tables"),
+    "checkpoint": ({"checkpoint": ["paper", "cpr"]}, {}, "is the host.s checkpoint"),
     "batch_size": ({"batch_size": [64, 1]}, {"gpus": 2}, "each GPU needs at least one"),
     "topology": (
         {"topology": [None, "configs/topologies/two_level_4x4.yaml"]},
