@@ -15,7 +15,6 @@ it alone unless --doc names a file.
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -23,9 +22,17 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from simulate.run.startup import quiet_interrupts  # noqa: E402
+
+quiet_interrupts("validate.py")
+
+import yaml  # noqa: E402
+
+from simulate.run.cli import QuietParser, UsageError, run_main  # noqa: E402
+
 ROWS_DIR = ROOT / "docs" / "validation"
 DOC = ROOT / "docs" / "validation.md"
 FIELDS = {
@@ -217,7 +224,13 @@ def files(device: str | None) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="validate.py", description=__doc__.splitlines()[0])
+    """One error line and exit 2 for a bad row file or a command that fails; Ctrl-C while
+    the commands run is one line and exit 130, as every entry point's."""
+    return run_main("validate.py", lambda: validate(argv))
+
+
+def validate(argv: list[str] | None) -> int:
+    parser = QuietParser(prog="validate.py", description=__doc__.splitlines()[0])
     parser.add_argument("--fast", action="store_true", help="only the rows marked fast")
     parser.add_argument("--device", help="only docs/validation/<DEVICE>.yaml")
     parser.add_argument("--doc", type=Path, help="write the document here")
@@ -226,8 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = select([row for path in files(args.device) for row in load_rows(path)], args.fast)
         verdicts = measure(rows)
     except (RowError, RuntimeError, KeyError, IndexError, ValueError) as exc:
-        print(f"validate.py: error: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(str(exc)) from None
     doc = args.doc or (DOC if not args.fast and args.device is None else None)
     if doc is not None:
         doc.write_text(document(verdicts))

@@ -136,7 +136,7 @@ def test_a_sweep_axis_and_the_python_api_take_the_pmem_model(tmp_path):
     plain = Simulator("cxl").options
     assert plain.pmem is None and run_id(plain) != runs[1].id  # absent: old ids kept
     assert Simulator("cxl", pmem="optane").options.pmem == "optane"
-    with pytest.raises(UsageError, match="--pmem 'xpoint'"):
+    with pytest.raises(UsageError, match="^pmem 'xpoint'"):
         Simulator("cxl", pmem="xpoint")
     spec.write_text(f"outroot: {tmp_path / 'out'}\naxes: {{pmem: [xpoint]}}\n")
     with pytest.raises(SpecError, match="--pmem"):

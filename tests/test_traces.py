@@ -285,9 +285,9 @@ def test_a_functional_run_on_a_criteo_trace(tmp_path):
 
 
 def test_a_trace_is_refused_with_generated_input_options():
-    with pytest.raises(UsageError, match="--reuse shapes generated lookups"):
+    with pytest.raises(UsageError, match="workload's reuse shapes generated lookups"):
         Simulator("cxl", DlrmWorkload("rmc1", reuse=0.5, trace="x.npz"))
-    with pytest.raises(UsageError, match="--trace must not be empty"):
+    with pytest.raises(UsageError, match="workload's trace must not be empty"):
         Simulator("cxl", DlrmWorkload("rmc1", trace=" "))
 
 

@@ -18,7 +18,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+_HERE = globals().get("__file__")  # none where gem5 embeds this module
+ROOT = Path(_HERE).resolve().parents[2] if _HERE else None
+"""The checkout whose source is hashed (None embedded in gem5: no source files)."""
 SOURCE_PACKAGES = ("components", "workloads", "simulate", "configs")
 # the packages whose versions can change a simulated number or the inputs it is drawn from
 KEY_PACKAGES = ("numpy", "numba", "simpy", "torch")
@@ -49,6 +51,8 @@ def code_version() -> str:
 @functools.cache
 def code_hash() -> str:
     """sha256 (12 hex digits) over the simulator's Python sources, path and content."""
+    if ROOT is None:
+        return "embedded"
     digest = hashlib.sha256()
     files = sorted(p for package in SOURCE_PACKAGES for p in (ROOT / package).rglob("*.py"))
     for path in [*files, ROOT / "pyproject.toml"]:
@@ -59,6 +63,8 @@ def code_hash() -> str:
 
 
 def _project_version() -> str:
+    if ROOT is None:
+        return "unknown"
     try:
         return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     except (OSError, KeyError, tomllib.TOMLDecodeError):
@@ -74,6 +80,8 @@ def _package_version(name: str) -> str | None:
 
 def _git_state() -> tuple[str | None, bool | None]:
     """(HEAD commit, tracked files changed) of the source tree; (None, None) outside git."""
+    if ROOT is None:
+        return None, None
 
     def git(*args: str) -> str:
         done = subprocess.run(
