@@ -20,7 +20,7 @@ from components.memory.base import MemoryDevice
 from components.memory.stages import MemStream, concurrent, split_stream, stage, write_range
 from components.persistence.image import RECORD_HEADER
 from components.sim.params import Energy, Frequency, Int, MemorySize, Power, positive
-from components.sim.schedule import Stage
+from components.sim.schedule import Stage, alone_ticks
 from components.sim.simobject import SimObject
 from components.sim.units import TICKS_PER_SECOND
 
@@ -109,14 +109,19 @@ class NearMemoryEngine(SimObject):
             for j in range(1, starts.size)
         ]
         self.gatedSegments += starts.size - 1
-        return self._segments(split_stream(read, addresses, starts), flops, gates)
+        whole = alone_ticks(stage(read, compute=self._lanes(flops)))
+        return self._segments(split_stream(read, addresses, starts), flops, gates, whole)
 
-    def _segments(self, parts: list[MemStream], flops: float, gates: list[list]) -> Iterator[Stage]:
+    def _segments(
+        self, parts: list[MemStream], flops: float, gates: list[list], whole: int
+    ) -> Iterator[Stage]:
         """The gather's segments in turn: each computes its share of the additions, and
-        the next issues once the drain positions it waits for have drained."""
+        the next issues once the drain positions it waits for have drained. Alone (no
+        line draining) the gather is one stream: ``whole`` ticks, said by the first."""
         count = sum(part.requests for part in parts)
         for j, part in enumerate(parts):
             piece = stage(part, compute=self._lanes(flops * part.requests / count))
+            piece.alone = whole if j == 0 else 0
             if j + 1 < len(parts):
                 piece.gates = piece.gates + gates[j]
             yield piece

@@ -42,6 +42,10 @@ class Stage:
     gates: list = field(default_factory=list)
     progress: float = 1.0
     booked: list = field(default_factory=list)  # served-work stats booked when built
+    alone: int | None = None
+    """Ticks this stage's share of the op's work takes alone, where that is not its flows'
+    (a gather that RAW gates cut into pieces: alone, on an idle device, it is one stream;
+    the first piece carries that, the others none)."""
 
 
 Body = Callable[[int], "int | Stage | Iterator[Stage]"]
@@ -240,6 +244,9 @@ def alone_ticks(work: int | Stage | Iterator[int | Stage]) -> int:
     for stage in stages:
         if isinstance(stage, int):
             total += stage
+            continue
+        if stage.alone is not None:
+            total += stage.alone
             continue
         total += _together_ticks(stage.flows) + stage.latency
     return total
