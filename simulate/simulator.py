@@ -37,6 +37,7 @@ from typing import Any
 
 from components.boards import BOARDS  # noqa: F401  (the API lists boards here)
 from components.boards.base import TrainingBoard
+from simulate.arguments import KINDS, WORKLOAD_KINDS, check_arguments
 from simulate.failures.run import run_failure_job
 from simulate.run.cli import run_main
 from simulate.run.configure import prepare
@@ -114,7 +115,11 @@ class Simulator:
         pool_jobs: int = 1,
         input_cache: str | os.PathLike | None = None,
     ) -> None:
+        arguments = dict(locals())
+        check_arguments(arguments, KINDS)
         workload = _workload(workload)
+        check_arguments(vars(workload), WORKLOAD_KINDS, "workload's ")
+        fail_at, sets = list(fail_at), sets if isinstance(sets, Mapping) else list(sets)
         self.in_memory = outdir is None
         if self.in_memory:  # checked against a scratch folder; run() makes its own
             outdir = os.path.join(tempfile.gettempdir(), "trainingcxl-in-memory")
