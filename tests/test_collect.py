@@ -18,6 +18,18 @@ from simulate.sweeps import collect, collect_plot
 from simulate.sweeps.driver import execute
 from simulate.sweeps.spec import load_sweep
 
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _collect_script():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("collect_script", ROOT / "scripts" / "collect.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 BANDWIDTH = "board.cxl_mem.pmem.ctrl_write_bandwidth"
 LANES = "board.cxl_mem.link.lanes"
 
@@ -146,3 +158,47 @@ def test_plain_run_outdirs_are_collected_beside_each_other(tmp_path, monkeypatch
     assert [(row["id"], row[f"set.{LANES}"]) for row in rows] == [("a", "4"), ("b", "8")]
     assert [row["batch_time_ms.mean"] for row in rows] == pytest.approx([10.01, 7.01])
     assert collect.gather([tmp_path])[1]["id"] == "b"  # a folder of outdirs
+
+
+def _two_runs(tmp_path: Path) -> list[Path]:
+    from simulate.run.options import parse_run_options
+
+    for name, lanes in (("a", 4), ("b", 8)):
+        argv = ["--system", "cxl-b", "--set", f"{LANES}={lanes}", "--outdir", str(tmp_path / name)]
+        fake_run_job(parse_run_options(argv, "t", ""))
+    return [tmp_path / "a", tmp_path / "b"]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "needle"),
+    [
+        ("system", 3, "system is 3, not a str"),
+        ("seed", "x", "seed is 'x', not a int"),
+        ("batch_time_ms", [1.0], "batch_time_ms is \\[1.0\\], not a dict"),
+        ("batch_time_ms", {"mean": "slow"}, "batch_time_ms.mean is 'slow', not a number"),
+    ],
+)
+def test_a_results_file_no_run_wrote_is_refused_naming_its_field(tmp_path, field, value, needle):
+    a, b = _two_runs(tmp_path)
+    results = json.loads((b / "results.json").read_text())
+    results[field] = value
+    (b / "results.json").write_text(json.dumps(results))
+    with pytest.raises(UsageError, match=needle):
+        collect.gather([a, b])
+
+
+def test_a_column_of_mixed_kinds_is_refused_and_the_previous_table_kept(tmp_path):
+    """One run's utilisation a string where the other's is a number: refused naming both
+    runs, and a collect that fails leaves the table an earlier one wrote."""
+    a, b = _two_runs(tmp_path)
+    collect_script = _collect_script()
+    table = tmp_path / "sweep"
+    assert collect_script.main([str(a), str(b), "--out", str(table)]) == 0
+    before = (tmp_path / "sweep.csv").read_bytes()
+    results = json.loads((b / "results.json").read_text())
+    results["unit_utilisation"]["gpu"] = "busy"
+    (b / "results.json").write_text(json.dumps(results))
+    with pytest.raises(UsageError, match="unit_utilisation.gpu is a str in run b .* a number"):
+        collect.gather([a, b])
+    assert collect_script.main([str(a), str(b), "--out", str(table)]) == 2
+    assert (tmp_path / "sweep.csv").read_bytes() == before

@@ -170,7 +170,9 @@ def run_row(rundir: Path, units: dict[str, str], stats: list[str] = ()) -> dict[
     options = _flat_options(_run_options(rundir))
     row = {"id": rundir.name} | options
     _si_columns(row, board_params(rundir), units)
-    row |= _flat_results(read_json(rundir / store.RESULTS), row)
+    results = read_json(rundir / store.RESULTS)
+    _check_results(rundir / store.RESULTS, results)
+    row |= _flat_results(results, row)
     if "provenance.code" not in row and (rundir / store.OPTIONS).is_file():
         recorded = read_json(rundir / store.OPTIONS).get("provenance")
         flatten("provenance", recorded if isinstance(recorded, dict) else {}, row)
@@ -180,6 +182,46 @@ def run_row(rundir: Path, units: dict[str, str], stats: list[str] = ()) -> dict[
             entry = values.get(name)
             row[f"stat.{name}"] = entry.get("value") if isinstance(entry, dict) else entry
     return row
+
+
+RESULT_FIELDS = {"system": str, "seed": int, "batch_time_ms": dict}
+"""What collection reads of every results.json, and its type."""
+
+
+def _check_results(path: Path, results: dict[str, Any]) -> None:
+    """A results.json that a run did not write (a field missing or of another type) is
+    refused naming the file and the field, not tabled beside the others."""
+    for name, kind in RESULT_FIELDS.items():
+        value = results.get(name)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise UsageError(f"{path}: {name} is {value!r}, not a {kind.__name__}")
+    mean = results["batch_time_ms"].get("mean")
+    if not isinstance(mean, int | float) or isinstance(mean, bool):
+        raise UsageError(f"{path}: batch_time_ms.mean is {mean!r}, not a number")
+
+
+def _kind_of(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    return "number" if isinstance(value, int | float) else type(value).__name__
+
+
+def _check_column_kinds(rows: list[dict[str, Any]]) -> None:
+    """Every column holds one kind of value across the runs (numbers, strings, flags):
+    a column mixing them comes from a damaged or foreign run and would be tabled (and
+    written to Parquet) as something no run recorded."""
+    seen: dict[str, tuple[str, str]] = {}
+    for row in rows:
+        for key, value in row.items():
+            if value is None:
+                continue
+            kind = _kind_of(value)
+            first = seen.setdefault(key, (kind, row["id"]))
+            if first[0] != kind:
+                raise UsageError(
+                    f"{key} is a {kind} in run {row['id']} ({value!r}) but a "
+                    f"{first[0]} in run {first[1]}"
+                )
 
 
 def gather(outroot: Path | list[Path], ids: list[str] | None = None, stats: list[str] = ()) -> Rows:
@@ -195,6 +237,7 @@ def gather(outroot: Path | list[Path], ids: list[str] | None = None, stats: list
     rows = []
     for rundir in tqdm(dirs, desc="collect", unit="run", file=sys.stderr, disable=None):
         rows.append(run_row(rundir, units, stats))
+    _check_column_kinds(rows)
     missing = [name for name in stats if all(row.get(f"stat.{name}") is None for row in rows)]
     if rows and missing:
         raise UsageError(f"collect: --stat {missing[0]}: not in any run's stats.json")
