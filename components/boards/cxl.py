@@ -21,6 +21,7 @@ import numpy as np
 
 from components.boards.base import BatchOps, index_payload
 from components.boards.near_memory import NearMemoryBoard
+from components.boards.software_ft import SoftwareCheckpointHooks
 from components.compute.nmp import NearMemoryEngine
 from components.interconnect.cxl import CxlLink, CxlPath, CxlSwitch, Type2Device, mmio_write
 from components.memory.pmem import Pmem
@@ -31,7 +32,7 @@ from components.sim.schedule import Op, Stage
 from components.sim.units import TICKS_PER_SECOND
 
 
-class CxlDBoard(NearMemoryBoard):
+class CxlDBoard(SoftwareCheckpointHooks, NearMemoryBoard):
     """CXL-D: near-memory embedding ops, automatic data movement, redo checkpoint."""
 
     system = "cxl-d"
@@ -92,16 +93,6 @@ class CxlDBoard(NearMemoryBoard):
         return self.mlp_log_writes(slot, start, nbytes, header, along=pull)
 
     # ----- a software checkpoint instead (CXL-D only): the host copies CXL-MEM's tables --
-    def size_memories(self, layout) -> None:
-        super().size_memories(layout)
-        if self.ft is not None:
-            self.ft.size(layout)
-
-    def checkpoint(self, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
-        if self.ft is None:
-            return super().checkpoint(ops, prev)
-        return self.ft.checkpoint_ops(self, ops, prev)
-
     def checkpoint_source(self) -> Pmem:
         """The memory a software checkpoint reads the tables from: CXL-MEM's PMEM, read
         by the host over CXL.mem (a checkpoint's copy is bound by PMEM and the store)."""

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from components.boards.base import BatchOps, TrainingBoard
+from components.boards.software_ft import SoftwareCheckpointHooks
 from components.compute.host import HostCpu
 from components.interconnect.pcie import CudaRuntime, PcieLink
 from components.memory.dram import Dram
@@ -22,7 +23,7 @@ from components.memory.ssd import SsdWithCache
 from components.sim.schedule import Op, Stage
 
 
-class HostBoard(TrainingBoard):
+class HostBoard(SoftwareCheckpointHooks, TrainingBoard):
     """Embedding ops on the host CPU; subclasses choose the table storage."""
 
     embedding_resource = HostCpu.UNIT
@@ -38,16 +39,6 @@ class HostBoard(TrainingBoard):
 
     def make_storage(self):
         raise NotImplementedError
-
-    def size_memories(self, layout) -> None:
-        super().size_memories(layout)
-        if self.ft is not None:
-            self.ft.size(layout)
-
-    def checkpoint(self, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
-        if self.ft is None:
-            return super().checkpoint(ops, prev)
-        return self.ft.checkpoint_ops(self, ops, prev)
 
     def checkpoint_source(self):
         """The memory a software checkpoint reads the tables from."""

@@ -66,6 +66,22 @@ class Taken:
         return self.rows is None
 
 
+class SoftwareCheckpointHooks:
+    """The board hooks a software checkpoint policy (``board.ft``) takes over, for the
+    boards whose tables the host can checkpoint (the host boards, CXL-D): sizing its
+    memories and the batch's checkpoint ops; without a policy, the board's own."""
+
+    def size_memories(self, layout) -> None:
+        super().size_memories(layout)
+        if self.ft is not None:
+            self.ft.size(layout)
+
+    def checkpoint(self, ops: BatchOps, prev: BatchOps | None) -> list:
+        if self.ft is None:
+            return super().checkpoint(ops, prev)
+        return self.ft.checkpoint_ops(self, ops, prev)
+
+
 class SoftwareCheckpoint(SimObject):
     """A periodic checkpoint of host-resident tables to a store; subclasses say what a
     checkpoint holds and how training waits for it."""
