@@ -189,13 +189,13 @@ RESULT_FIELDS = {"system": str, "seed": int, "batch_time_ms": dict}
 
 
 def _check_results(path: Path, results: dict[str, Any]) -> None:
-    """A results.json that a run did not write (a field missing or of another type) is
-    refused naming the file and the field, not tabled beside the others."""
+    """A results.json that a run did not write (a field of another type than runs write)
+    is refused naming the file and the field, not tabled beside the others."""
     for name, kind in RESULT_FIELDS.items():
-        value = results.get(name)
+        value = results.get(name, kind())
         if not isinstance(value, kind) or isinstance(value, bool):
             raise UsageError(f"{path}: {name} is {value!r}, not a {kind.__name__}")
-    mean = results["batch_time_ms"].get("mean")
+    mean = results.get("batch_time_ms", {}).get("mean", 0.0)
     if not isinstance(mean, int | float) or isinstance(mean, bool):
         raise UsageError(f"{path}: batch_time_ms.mean is {mean!r}, not a number")
 
