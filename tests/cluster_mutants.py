@@ -26,18 +26,24 @@ class CommitOnFirstDevice(ClusterUndo):
         return epochs
 
 
+def last_logs(protocol, ops) -> set[int]:
+    """Per batch, the uid of the device log op that ends last: the one a coordinator
+    that counts bytes instead of acknowledgements commits beside."""
+    last: dict[int, object] = {}
+    for op in ops:
+        if op.name in LOGS and op.facts is not None and protocol.device_of(op) is not None:
+            if op.batch not in last or op.end > last[op.batch].end:
+                last[op.batch] = op
+    return {op.uid for op in last.values()}
+
+
 class CommitBeforeLastAck(ClusterUndo):
     """The commit word is written before the last device's acknowledgement: it races
     that device's log records (declared in their epoch, before its flag's fence)."""
 
     def prepare(self, ops):
         super().prepare(ops)
-        last: dict[int, object] = {}
-        for op in ops:
-            if op.name in LOGS and op.facts is not None and self.device_of(op) is not None:
-                if op.batch not in last or op.end > last[op.batch].end:
-                    last[op.batch] = op
-        self._last = {op.uid for op in last.values()}
+        self._last = last_logs(self, ops)
 
     def epochs(self, op):
         epochs = super().epochs(op)

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import zlib
 
+from cluster_mutants import last_logs
+
 from components.boards import BOARDS
 from components.boards.disaggregated import DisaggregatedBoard
 from components.persistence.cluster import (
@@ -29,8 +31,6 @@ from components.persistence.cluster import (
 from components.persistence.image import FLAG_BATCHES, FLAG_SEED, WORD, CorruptImage
 from components.persistence.protocols import RelaxedUndoProtocol
 from simulate.run.options import RunOptions, resolve_topology
-
-LOGS = ("emb_log", "mlp_log", "ckpt_log")
 
 
 def suite_run(system: str, batches: int | None = None, **kw) -> RunOptions:
@@ -182,12 +182,7 @@ class CommitWithLastFlag(ClusterUndo):
 
     def prepare(self, ops):
         super().prepare(ops)
-        last: dict[int, object] = {}
-        for op in ops:
-            if op.name in LOGS and op.facts is not None and self.device_of(op) is not None:
-                if op.batch not in last or op.end > last[op.batch].end:
-                    last[op.batch] = op
-        self._last = {op.uid for op in last.values()}
+        self._last = last_logs(self, ops)
 
     def epochs(self, op):
         if op.name == "commit":
