@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from itertools import chain
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from tqdm import tqdm
@@ -44,6 +44,8 @@ from components.sim.units import ticks_to_ms
 from simulate.failures.crash_report import CheckSettings, CrashReport
 from simulate.failures.oracle import (
     VIOLATION,
+    Guarantee,
+    Reference,
     expected_for,
     guarantee_for,
     reference_from,
@@ -65,6 +67,19 @@ from simulate.failures.schedules import delayed_commits, late_devices, reordered
 from simulate.failures.tolerance import Failure, FailureTolerance, Resumption
 from simulate.run.options import RunOptions, UsageError
 from workloads.training import DEFAULT_LR
+
+
+class Pristine(NamedTuple):
+    """A recorded run's start as a crash check walks it: the initial state, the pristine
+    image, the protocol over it, the run's journal, the failure-free reference and the
+    schedule's absolute bounds."""
+
+    start: ModelState
+    base: PmemImage
+    protocol: Protocol
+    journal: Journal
+    reference: Reference
+    bounds: Guarantee
 
 
 class PersistenceProtocol(FailureTolerance):
@@ -165,25 +180,22 @@ class PersistenceProtocol(FailureTolerance):
             self.image.seal()
 
     # ----- crash exploration --------------------------------------------------------------
-    def _crash_setup(self):
-        """The pristine image, protocol, journal, reference and bounds a check walks."""
-        if getattr(self, "_setup", None) is None:
-            stretch, options = self.recorded, self.options
-            start = stretch.initial_state()
-            base = initial_image(
-                options, optimizer=self.optimizer, state=start, layout=stretch.layout
-            )
-            protocol = self.make(base.layout)
-            journal = build_journal(protocol, stretch)
-            reference = reference_from(start)
-            reference.extend(stretch.facts)
-            reference.cache_all(options.batches)
-            bounds = guarantee_for(protocol.system_kind, stretch)
-            self._setup = (start, base, protocol, journal, reference, bounds)
-        return self._setup
+    @functools.cached_property
+    def pristine(self) -> Pristine:
+        """The start of the recorded run a crash check walks from, made once."""
+        stretch, options = self.recorded, self.options
+        start = stretch.initial_state()
+        base = initial_image(options, optimizer=self.optimizer, state=start, layout=stretch.layout)
+        protocol = self.make(base.layout)
+        journal = build_journal(protocol, stretch)
+        reference = reference_from(start)
+        reference.extend(stretch.facts)
+        reference.cache_all(options.batches)
+        bounds = guarantee_for(protocol.system_kind, stretch)
+        return Pristine(start, base, protocol, journal, reference, bounds)
 
     def guarantee(self) -> dict[str, Any]:
-        return self._crash_setup()[5].describe()
+        return self.pristine.bounds.describe()
 
     def explore(
         self,
@@ -193,7 +205,7 @@ class PersistenceProtocol(FailureTolerance):
     ) -> None:
         """The other orders of concurrent ops first (each variant walks a copy of the
         pristine image), then every persist order of the recorded run's journal."""
-        start, base, protocol, journal, reference, bounds = self._crash_setup()
+        start, base, protocol, journal, reference, bounds = self.pristine
         stretch, options = self.recorded, self.options
         report.pieces = len(journal)
         report.unmatched_bytes = journal.unmatched_bytes
@@ -255,7 +267,7 @@ class PersistenceProtocol(FailureTolerance):
         and that stretch's crash states are checked: a recovery that leaves the image
         subtly wrong (stale flags, a base record it did not finish) is caught by the
         failure after it."""
-        start, _, _, _, _, bounds = self._crash_setup()
+        start, bounds = self.pristine.start, self.pristine.bounds
         first = self.make(self.recorded.layout)
         image = first.image_over(words.view(np.uint8))
         try:
