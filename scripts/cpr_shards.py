@@ -140,17 +140,22 @@ def plot(rows, outdir: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import PercentFormatter
 
     mtbfs = list(dict.fromkeys(m for _, m, _ in rows))
+    counts = sorted({n for n, _, _ in rows})
     fig, axes = plt.subplots(1, len(mtbfs), figsize=(4.5 * len(mtbfs), 4.2), squeeze=False)
     for ax, mtbf in zip(axes[0], mtbfs, strict=True):
         for name in dict.fromkeys(r.scheme.name for _, m, r in rows if m == mtbf):
             points = [(n, r.overhead) for n, m, r in rows if m == mtbf and r.scheme.name == name]
             ax.plot(*zip(*points, strict=True), marker="o", label=name)
         ax.set_xscale("log", base=2)
+        ax.set_xticks(counts, [str(c) for c in counts])
+        ax.minorticks_off()
         ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(PercentFormatter(xmax=1, decimals=None))
         ax.set_xlabel("shards (nodes)")
-        ax.set_ylabel("overhead: save + load + rerun (share of wall time)")
+        ax.set_ylabel("overhead: save + load + rerun (% of wall time)")
         ax.set_title(f"MTBF {mtbf / 3600:g} h", fontsize=9)
         ax.legend(fontsize=7)
     fig.tight_layout()
