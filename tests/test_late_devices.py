@@ -88,10 +88,10 @@ def test_the_metadata_draws_flip_every_bit_of_a_word(draws):
 
 
 def test_the_new_runs_commit_three_copies_and_copies_over_several_slices():
-    """tests/test_cluster_failures.py's cxl run (8 batches) commits three MLP copies,
-    the third reusing slot 0; in the multi-slice run every copy is committed in a batch
-    after its snapshot's."""
-    three = run_stretch(RUNS["three_copies"]("cxl"))
+    """The suite's 2x2 cxl run (8 batches, as tests/test_cluster_failures.py's) commits
+    three MLP copies, the third reusing slot 0; in the multi-slice run every copy is
+    committed in a batch after its snapshot's."""
+    three = run_stretch(RUNS["2x2"]("cxl"))
     assert sum(r.name == "mlp_commit" for r in three.records) >= 3
     multi = run_stretch(RUNS["multi_slice"]("cxl"))
     snaps = sorted({r.batch for r in multi.records if r.name == "mlp_snapshot"})
@@ -165,9 +165,9 @@ def test_an_unchecked_commit_word_needs_the_metadata_faults():
 
 @pytest.mark.parametrize(
     "name, short",
-    [("StaleSlotLabel", "2x2"), ("CompletionBatchLabel", "2x2")],
+    [("StaleSlotLabel", "two_copies"), ("CompletionBatchLabel", "two_copies")],
 )
 def test_copy_bugs_need_the_third_copy_or_copies_over_several_slices(name, short):
-    """On the suite's 6-batch cxl run (two copies of one slice each) they escape."""
+    """On a 6-batch cxl run (two copies of one slice each) they escape."""
     system, mutant, _ = _adversary(name)
     assert crashcheck(RUNS[short](system), protocol_class=mutant).violations == []
