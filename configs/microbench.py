@@ -84,7 +84,10 @@ modelled; larger spans overflow the int64 addresses the device models draw."""
 
 
 def _count(flag: str, text: str, low: int = 1, high: int | None = None) -> int:
+    """An integer written in ASCII digits (int() would also take '٣' or '1_0')."""
     try:
+        if not (text.isascii() and text.lstrip("+-").isdigit()):
+            raise ValueError(text)
         value = int(text)
     except ValueError:
         raise UsageError(f"{flag} expects an integer, got {text!r}") from None

@@ -27,7 +27,8 @@ note_first_compile("reproduce_paper.py")
 import numpy as np  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-from components.memory.pmem import PMEM_MODELS  # noqa: E402
+from components.boards import build_board  # noqa: E402
+from components.memory.pmem import PMEM_MODELS, pmem_modules  # noqa: E402
 from components.sim.mpl import check_backend  # noqa: E402
 from components.sim.outputs import check_outputs, replacing_dir  # noqa: E402
 from simulate.run.cli import QuietParser, add_names_option, names, run_main  # noqa: E402
@@ -197,7 +198,7 @@ def parse_args(argv: list[str] | None):
     )
     parser.add_argument("--gpu", default=None, metavar="NAME", help="a GPU preset (docs/gpu.md)")
     parser.add_argument(
-        "--pmem", choices=PMEM_MODELS, default=None, help="PMEM model of every system"
+        "--pmem", choices=PMEM_MODELS, default=None, help="PMEM model of every system with PMEM"
     )
     args = parser.parse_args(argv)
     args.gpu = check_gpu_name(args.gpu)
@@ -210,21 +211,26 @@ def parse_args(argv: list[str] | None):
     return args
 
 
-def reproduce(args) -> int:
-    models, outdir = args.models, Path(args.outdir)
-    runs = [
+def paper_runs(args) -> list[RunOptions]:
+    """Every system on every model; --pmem goes to the systems that have PMEM."""
+    return [
         RunOptions(
             system=s,
             model=m,
             batches=args.batches,
             seed=args.seed,
             gpu=args.gpu,
-            pmem=args.pmem,
+            pmem=args.pmem if pmem_modules(build_board(s)) else None,
             progress=False,
         )
-        for m in models
+        for m in args.models
         for s in SYSTEMS
     ]
+
+
+def reproduce(args) -> int:
+    models, outdir = args.models, Path(args.outdir)
+    runs = paper_runs(args)
     for options in runs:
         validate(options, writes_outdir=False)
         check_memory(options)

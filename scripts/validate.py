@@ -31,6 +31,7 @@ quiet_interrupts("validate.py")
 
 import yaml  # noqa: E402
 
+from components.sim.outputs import NotRegularFile, check_replaceable, replacing_files  # noqa: E402
 from simulate.run.cli import QuietParser, UsageError, run_main  # noqa: E402
 
 ROWS_DIR = ROOT / "docs" / "validation"
@@ -223,6 +224,21 @@ def files(device: str | None) -> list[Path]:
     return chosen
 
 
+def check_doc(doc: Path) -> None:
+    """--doc is refused before any row runs: its folder must exist and take a new file,
+    and it must be a file (or missing), replaced only once the document is complete."""
+    if not doc.parent.is_dir():
+        raise UsageError(f"--doc {doc}: {doc.parent} is not a directory")
+    try:
+        check_replaceable(doc)
+        with tempfile.TemporaryFile(dir=doc.parent):  # its folder takes a new file
+            pass
+    except NotRegularFile as exc:
+        raise UsageError(f"--doc {doc}: {exc}") from None
+    except OSError as exc:
+        raise UsageError(f"--doc {doc}: cannot write in {doc.parent} ({exc.strerror})") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     """One error line and exit 2 for a bad row file or a command that fails; Ctrl-C while
     the commands run is one line and exit 130, as every entry point's."""
@@ -235,14 +251,17 @@ def validate(argv: list[str] | None) -> int:
     parser.add_argument("--device", help="only docs/validation/<DEVICE>.yaml")
     parser.add_argument("--doc", type=Path, help="write the document here")
     args = parser.parse_args(argv)
+    doc = args.doc or (DOC if not args.fast and args.device is None else None)
+    if doc is not None:
+        check_doc(doc)
     try:
         rows = select([row for path in files(args.device) for row in load_rows(path)], args.fast)
         verdicts = measure(rows)
     except (RowError, RuntimeError, KeyError, IndexError, ValueError) as exc:
         raise UsageError(str(exc)) from None
-    doc = args.doc or (DOC if not args.fast and args.device is None else None)
     if doc is not None:
-        doc.write_text(document(verdicts))
+        with replacing_files(doc) as (temp,):
+            temp.write_text(document(verdicts))
     print(table(verdicts), end="")
     out = [v.row.id for v in verdicts if not v.in_band]
     print(f"{len(verdicts) - len(out)} of {len(verdicts)} rows in band", end="")

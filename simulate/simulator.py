@@ -79,7 +79,8 @@ def run_job(options: RunOptions) -> dict[str, Any]:
 class Simulator:
     """One run of ``workload`` on ``board`` (a TrainingBoard, or a system's name as the
     CLI's --system). The options are checked at construction, the way gem5 checks a
-    SimObject's parameters at instantiation: a bad value raises before any simulation.
+    SimObject's parameters at instantiation: a bad value, or a run too large for this
+    machine's memory, raises before any simulation.
     The board is copied there too; each simulation of the run (a failure run has
     several) connects a copy of its own, so the board object can be reused."""
 
@@ -175,6 +176,7 @@ class Simulator:
         with _in_api_terms():
             self.options = replace(options_from_args(args), board=built, spec=custom)
             validate(self.options)
+            check_memory(self.options)
 
     @classmethod
     def from_options(cls, options: RunOptions) -> Simulator:
@@ -187,8 +189,9 @@ class Simulator:
     def run(self) -> dict[str, Any]:
         """Simulate and write the outputs; returns results.json's content (with
         ``outdir=None``, plus ``stats``: every stat's value by name, and nothing kept on
-        disk). A run whose memory estimate exceeds what the machine has is refused
-        first (UsageError)."""
+        disk). A run whose memory estimate exceeds what the machine it runs on has is
+        refused first (UsageError): a simulator may be built on one machine and run on
+        another (Simulator.map, SLURM)."""
         check_memory(self.options)
         if not self.in_memory:
             return run_job(self.options)

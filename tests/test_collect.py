@@ -202,3 +202,22 @@ def test_a_column_of_mixed_kinds_is_refused_and_the_previous_table_kept(tmp_path
         collect.gather([a, b])
     assert collect_script.main([str(a), str(b), "--out", str(table)]) == 2
     assert (tmp_path / "sweep.csv").read_bytes() == before
+
+
+def test_outputs_swapped_for_devices_or_fifos_are_refused_or_skipped(tmp_path, monkeypatch):
+    """A stats.json that became a link to /dev/zero is refused naming it (never read to
+    the end of memory); a sweep run whose DONE marker is a FIFO is not complete, and
+    collection does not block on it."""
+    import os
+
+    from simulate.sweeps import store
+
+    a, b = _two_runs(tmp_path)
+    (a / "stats.json").write_text(json.dumps({"simTicks": {"value": 1}}))
+    (b / "stats.json").unlink(missing_ok=True)
+    (b / "stats.json").symlink_to("/dev/zero")
+    with pytest.raises(UsageError, match=r"stats.json: not a regular file \(a character device\)"):
+        collect.gather([a, b], stats=["simTicks"])
+    (b / "DONE").unlink(missing_ok=True)
+    os.mkfifo(b / store.DONE)
+    assert store.is_complete(tmp_path, "b") is False

@@ -151,3 +151,22 @@ def test_data_parallel_gpus_replay_the_profile_of_their_share(tmp_path):
     workload = DlrmWorkload(MODEL, batch_size=2 * BATCH + 1)
     with pytest.raises(UsageError, match="splits unevenly over the GPUs"):
         Simulator("cxl", workload, 3, tmp_path / "odd", gpus=2, gpu_profile=profile).run()
+
+
+def test_a_profile_that_is_not_a_regular_file_is_refused_without_reading(tmp_path):
+    """A FIFO would block the run and /dev/zero would fill memory: both refused in one
+    line before they are opened for reading."""
+    import os
+
+    fifo = tmp_path / "profile.json"
+    os.mkfifo(fifo)
+    for path, why in ((fifo, "a FIFO"), ("/dev/zero", "a character device")):
+        done = subprocess.run(
+            [sys.executable, str(CONFIG), "--model", MODEL, "--batches", "1", "--outdir",
+             str(tmp_path / "cli"), "--no-progress", "--gpu-profile", str(path)],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 2
+        assert done.stderr.strip().splitlines() == [
+            f"trainingcxl.py: error: --gpu-profile {path}: not a regular file ({why})"
+        ]

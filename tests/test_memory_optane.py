@@ -141,3 +141,49 @@ def test_a_sweep_axis_and_the_python_api_take_the_pmem_model(tmp_path):
     spec.write_text(f"outroot: {tmp_path / 'out'}\naxes: {{pmem: [xpoint]}}\n")
     with pytest.raises(SpecError, match="--pmem"):
         load_sweep(spec)
+
+
+@pytest.mark.parametrize("system", ["dram", "ssd"])
+def test_a_pmem_model_on_a_system_without_pmem_is_refused(tmp_path, system):
+    """--pmem on the DRAM or SSD systems would change nothing: refused, not ignored, in
+    the CLI, the API and a sweep; the systems with PMEM take it."""
+    from simulate.simulator import Simulator
+    from simulate.sweeps.spec import SpecError, load_sweep
+
+    proc = _cli(tmp_path, "configs/trainingcxl.py", "--system", system, "--pmem", "optane",
+                "--batches", "1")  # fmt: skip
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        f"trainingcxl.py: error: --pmem optane: --system {system} has no PMEM"
+    ]
+    with pytest.raises(ValueError, match=f"board {system} has no PMEM"):
+        Simulator(system, pmem="table2", outdir=None)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"outroot: {tmp_path / 'o'}\nfixed: {{pmem: optane}}\n"
+                    f"axes: {{system: [cxl, {system}]}}\n")  # fmt: skip
+    with pytest.raises(SpecError, match="no PMEM"):
+        load_sweep(spec)
+    for other in ("pmem", "pcie", "cxl-d", "cxl-b", "cxl"):
+        assert Simulator(other, pmem="optane", outdir=None).options.pmem == "optane"
+
+
+def test_reproduce_paper_gives_the_pmem_model_only_to_systems_with_pmem():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("reproduce_paper", "scripts/reproduce_paper.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    args = script.parse_args(["--models", "rm1", "--pmem", "optane"])
+    runs = {r.system: r.pmem for r in script.paper_runs(args)}
+    assert runs == {"ssd": None, "dram": None} | dict.fromkeys(
+        ("pmem", "pcie", "cxl-d", "cxl-b", "cxl"), "optane"
+    )
+
+
+def test_microbench_counts_are_ascii_integers(tmp_path):
+    for text in ("٣", "1_0", "３", "2.0"):
+        bad = _cli(tmp_path, "configs/microbench.py", "--device", "pmem", "--op", "read",
+                   "--threads", text, "--outdir", str(tmp_path / "bad"))  # fmt: skip
+        assert bad.returncode == 2, text
+        assert bad.stderr.strip().splitlines() == [
+            f"microbench.py: error: --threads expects an integer, got {text!r}"
+        ]

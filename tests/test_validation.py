@@ -129,3 +129,24 @@ def test_fast_rows_hold_their_band(row):
         f"{row.id}: simulated {verdict.simulated:.4g} {row.unit}, published "
         f"{row.published:g} ({row.source}), ratio {verdict.ratio:.3f}, band ±{row.band:.0%}"
     )
+
+
+def test_a_doc_that_cannot_be_written_is_refused_before_any_row_runs(tmp_path, monkeypatch, capsys):
+    """--doc in a missing folder, a folder in its place, or a folder that takes no new
+    file: one line, exit 2, and no row measured; a good --doc is written whole."""
+    monkeypatch.setattr(validate, "ROWS_DIR", tmp_path)
+    rows_file(tmp_path, ROW)
+    ran = []
+    monkeypatch.setattr(validate, "measure", lambda rows: ran.append(rows) or [])
+    (tmp_path / "taken.md").mkdir()
+    for doc, why in [(tmp_path / "no" / "v.md", "is not a directory"),
+                     (tmp_path / "taken.md", "not a regular file"),
+                     (Path("/proc/self/v.md"), "cannot write in /proc/self")]:  # fmt: skip
+        assert validate.main(["--device", "madeup", "--doc", str(doc)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and why in err[0], err
+    assert ran == []
+    good = tmp_path / "v.md"
+    assert validate.main(["--device", "madeup", "--doc", str(good)]) == 0
+    assert good.read_text().startswith("# Validation against real devices")
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []

@@ -248,12 +248,19 @@ PMEM_MODELS = ("table2", "optane")
 """--pmem: Table 2's emulation (every parameter's default) or the measured device."""
 
 
+def pmem_modules(root: SimObject) -> list[Pmem]:
+    """Every PMEM below ``root`` (none on the DRAM and SSD systems)."""
+    return [obj for obj in root.descendants() if isinstance(obj, Pmem)]
+
+
 def use_model(root: SimObject, name: str) -> None:
     """Every PMEM below ``root`` becomes the named model: the parameters the measured
     device sets take its values (optane) or their defaults (table2)."""
     if name not in PMEM_MODELS:
         raise ConfigError(f"unknown PMEM model {name!r}; one of {', '.join(PMEM_MODELS)}")
-    for obj in root.descendants():
-        if isinstance(obj, Pmem):
-            for key, value in OPTANE.items():
-                setattr(obj, key, value if name == "optane" else type(obj)._params[key].default)
+    modules = pmem_modules(root)
+    if not modules:  # the model would change nothing: a run the user did not ask for
+        raise ConfigError(f"no PMEM to make {name}: this board keeps its tables elsewhere")
+    for obj in modules:
+        for key, value in OPTANE.items():
+            setattr(obj, key, value if name == "optane" else type(obj)._params[key].default)

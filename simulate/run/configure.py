@@ -17,7 +17,7 @@ from components.boards.software_ft import POLICIES, SOFTWARE_FT_SYSTEMS, Softwar
 from components.compute.gpu import Gpu
 from components.compute.gpu_presets import apply_preset
 from components.memory.base import MemoryDevice
-from components.memory.pmem import use_model
+from components.memory.pmem import pmem_modules, use_model
 from components.memory.stores import apply_store
 from components.sim.engine import Engine
 from components.sim.params import ConfigError
@@ -88,6 +88,8 @@ def prepare(options: RunOptions) -> tuple[ModelSpec, int, TrainingBoard]:
     --gpu-profile applied, in that order (no simulation)."""
     board = fresh_board(options)
     if options.pmem is not None:
+        if not pmem_modules(board):
+            raise UsageError(f"--pmem {options.pmem}: --system {options.system} has no PMEM")
         use_model(board, options.pmem)
     if options.checkpoint != "paper":
         board.ft = software_policy(options, getattr(board, "ft", None))

@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 from components.compute.gpu import Gpu
+from components.sim.input_files import InputFileError, read_text
 from simulate.run.options import UsageError
 from workloads.models import ModelSpec
 from workloads.opgraph import OP_NAMES, batch_kernels, split_samples
@@ -52,13 +52,19 @@ def profile_document(
     }
 
 
+MAX_PROFILE_BYTES = 16 << 20
+"""A profile holds a time per op group or kernel: a few KiB (a bound refuses a device
+or a huge file before reading it)."""
+
+
 def load_profile(path: str) -> dict[str, Any]:
-    """The file's JSON; an unreadable or malformed one is refused in one line."""
+    """The file's JSON; an unreadable, non-regular or malformed one is refused in one
+    line, before reading for what is not a regular file (a FIFO would block)."""
     try:
-        document = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise UsageError(f"--gpu-profile {path}: {exc.strerror or exc}") from None
-    except (ValueError, UnicodeDecodeError) as exc:
+        document = json.loads(read_text(path, MAX_PROFILE_BYTES))
+    except InputFileError as exc:
+        raise UsageError(f"--gpu-profile {path}: {exc}") from None
+    except (ValueError, RecursionError) as exc:
         raise UsageError(f"--gpu-profile {path}: not JSON ({exc})") from None
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise UsageError(f"--gpu-profile {path}: not a GPU profile (format {FORMAT!r})")

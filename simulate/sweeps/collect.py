@@ -17,6 +17,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from components.sim.input_files import InputFileError, read_bytes
 from components.sim.outputs import replacing_files
 from components.sim.units import TICKS_PER_SECOND
 from simulate.run.options import UsageError
@@ -74,11 +75,20 @@ def _no_constant(name: str):
     raise ValueError(f"{name} is not standard JSON")
 
 
+MAX_OUTPUT_BYTES = 256 << 20
+"""A run's JSON output read back: the largest, a long multi-device run's stats.json, is
+a few MiB; a file swapped for a device or a huge one is refused before it fills memory."""
+
+
 def read_json(path: Path) -> dict[str, Any]:
     """A complete run's JSON object; one damaged since (cut, not UTF-8, NaN, not an
-    object) is refused naming the file, as the simulator writes none of those."""
+    object, not a regular file) is refused naming the file, as the simulator writes
+    none of those."""
     try:
-        data = json.loads(path.read_bytes().decode("utf-8"), parse_constant=_no_constant)
+        data = json.loads(read_bytes(path, MAX_OUTPUT_BYTES).decode("utf-8"),
+                          parse_constant=_no_constant)  # fmt: skip
+    except InputFileError as exc:
+        raise UsageError(f"{path}: {exc}") from None
     except UnicodeDecodeError as exc:
         raise UsageError(f"{path}: not UTF-8 (byte {exc.start})") from None
     except json.JSONDecodeError as exc:

@@ -15,6 +15,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from components.sim.input_files import InputFileError, read_bytes
 from components.sim.outputs import process_alive
 from simulate.run.provenance import provenance
 
@@ -23,12 +24,23 @@ OPTIONS = "options.json"
 RESULTS = "results.json"
 FAILED = "failed"
 TEMP_PREFIX = ".tmp."
+MAX_MARKER_BYTES = 1 << 20
+"""A DONE marker, options.json or failure note the sweep wrote: a few hundred bytes."""
+
+
+def _small_text(path: Path) -> str:
+    """A file the sweep wrote, read only if it is a regular file of bounded size (a
+    FIFO or device in its place would block or never end); OSError otherwise."""
+    try:
+        return read_bytes(path, MAX_MARKER_BYTES).decode("utf-8", errors="replace")
+    except InputFileError as exc:
+        raise OSError(str(exc)) from None
 
 
 def is_complete(outroot: Path, run_id: str) -> bool:
     rundir = outroot / run_id
     try:
-        marker = (rundir / DONE).read_text().strip()
+        marker = _small_text(rundir / DONE).strip()
     except OSError:
         return False
     return marker == run_id and (rundir / RESULTS).is_file()
@@ -105,7 +117,7 @@ def record_failure(outroot: Path, run_id: str, message: str, options: dict[str, 
 def code_of(outroot: Path, run_id: str) -> str | None:
     """The source hash of the code that ran a complete run (None: not recorded)."""
     try:
-        recorded = json.loads((outroot / run_id / OPTIONS).read_text()).get("provenance")
+        recorded = json.loads(_small_text(outroot / run_id / OPTIONS)).get("provenance")
     except (OSError, ValueError, AttributeError):
         return None
     return recorded.get("code") if isinstance(recorded, dict) else None
@@ -113,6 +125,6 @@ def code_of(outroot: Path, run_id: str) -> str | None:
 
 def failure_message(outroot: Path, run_id: str) -> str | None:
     try:
-        return (outroot / FAILED / f"{run_id}.txt").read_text().splitlines()[0]
+        return _small_text(outroot / FAILED / f"{run_id}.txt").splitlines()[0]
     except (OSError, IndexError):
         return None
