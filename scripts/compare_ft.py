@@ -35,7 +35,6 @@ from tqdm import tqdm  # noqa: E402
 
 from components.memory.stores import DEFAULT_STORE, STORES  # noqa: E402
 from components.sim.outputs import check_outputs, replacing_dir  # noqa: E402
-from components.sim.units import plain_text_number  # noqa: E402
 from simulate.failures.costs import (  # noqa: E402
     batch_joules,
     cnr_costs,
@@ -48,21 +47,13 @@ from simulate.failures.costs import (  # noqa: E402
     timed_run,
 )
 from simulate.failures.goodput import Scheme, exponential_gaps, long_run, young_interval  # noqa: E402
+from simulate.failures.long_run_args import check_long_runs, check_progress, number_list  # noqa: E402
 from simulate.run.cli import QuietParser, UsageError, run_main  # noqa: E402
 from simulate.run.configure import batch_size_of  # noqa: E402
 from simulate.run.options import RunOptions, check_gpu_name, check_seed  # noqa: E402
 from simulate.run.preflight import check_outdir  # noqa: E402
 from workloads.models import get_model  # noqa: E402
 
-MTBF_SECONDS = (60.0, 3.2e7)
-"""A failure a minute to one a year: CPR evaluates hours to days; below a minute a
-checkpoint of gigabytes to NVMe may never complete between failures."""
-MIN_DAYS = 1e-3  # 86 s: longer than any scheme's batch plus its checkpoint
-MAX_FAILURES = 100_000
-"""Failures one long run may draw: each is a step of the long run's loop."""
-HOPELESS = 20.0
-"""A scheme whose checkpoint period is this many MTBFs long completes one with odds of
-e^-20: it would loop through failures without end."""
 QUANTIZE = ("none", "8", "4")
 OWNED = ("REPORT.md", "goodput.png", "overhead.png")
 MEMORIES = ("pmem", "ssd", "dram")  # the tables' memory, same-memory rows first
@@ -105,23 +96,8 @@ def parse_args(argv: list[str] | None):
     unknown = [m for m in args.memories if m not in MEMORIES]
     if unknown or not args.memories:
         raise UsageError(f"--memories: one or more of {', '.join(MEMORIES)}, got {unknown}")
-    try:
-        args.mtbf = [float(plain_text_number(x)) for x in args.mtbf.split(",") if x.strip()]
-    except ValueError:
-        raise UsageError(f"--mtbf expects seconds separated by commas, got {args.mtbf!r}") from None
-    if not args.mtbf or not all(np.isfinite(m) and m > 0 for m in args.mtbf):
-        raise UsageError("--mtbf values must be positive numbers of seconds")
-    low, high = MTBF_SECONDS
-    if not all(low <= m <= high for m in args.mtbf):
-        raise UsageError(f"--mtbf values must be in {low:g}..{high:g} seconds, got {args.mtbf}")
-    if not (np.isfinite(args.days) and MIN_DAYS <= args.days <= 3650):
-        raise UsageError(f"--days must be in [{MIN_DAYS:g}, 3650], got {args.days}")
-    failures = args.days * 86400 / min(args.mtbf)
-    if failures > MAX_FAILURES:
-        raise UsageError(
-            f"--days {args.days:g} at --mtbf {min(args.mtbf):g} is ~{failures:,.0f} failures a "
-            f"long run, more than {MAX_FAILURES:,}: fewer days or a longer MTBF"
-        )
+    args.mtbf = number_list(args.mtbf, "--mtbf")
+    check_long_runs(args.mtbf, args.days)
     if not 3 <= args.batches <= 1000:
         raise UsageError(f"--batches must be in 3..1000, got {args.batches}")
     check_seed(args.seed)
@@ -153,12 +129,9 @@ def compare(args) -> int:
     rows = []
     for memory in args.memories:
         for mtbf, scheme, nbytes, hw, samples in compare_on(memory, args):
-            period = scheme.interval * scheme.batch_s + scheme.checkpoint_s
-            if period > HOPELESS * mtbf:
-                raise UsageError(
-                    f"--mtbf {mtbf:g}: {scheme.name} needs {period:.3g} s between checkpoints, "
-                    f"{period / mtbf:.0f} MTBFs: it would never complete one"
-                )
+            check_progress(
+                scheme.name, scheme.interval * scheme.batch_s + scheme.checkpoint_s, mtbf
+            )
             n = int(args.days * 86400 / (scheme.batch_s + scheme.checkpoint_s / scheme.interval))
             run = long_run(scheme, n, samples, exponential_gaps(mtbf, args.seed))
             rows.append((memory, mtbf, scheme, run, nbytes, hw))

@@ -35,6 +35,7 @@ from components.memory.stores import DEFAULT_STORE, STORES  # noqa: E402
 from components.sim.outputs import replacing_dir  # noqa: E402
 from simulate.failures.costs import cpr_shard_costs, timed_run  # noqa: E402
 from simulate.failures.goodput import exponential_gaps, young_interval  # noqa: E402
+from simulate.failures.long_run_args import check_long_runs, check_progress, number_list  # noqa: E402
 from simulate.failures.partial import ShardedScheme, lost_share_interval, sharded_run  # noqa: E402
 from simulate.run.cli import QuietParser, UsageError, run_main  # noqa: E402
 from simulate.run.configure import batch_size_of  # noqa: E402
@@ -42,16 +43,6 @@ from simulate.run.options import RunOptions, check_seed  # noqa: E402
 from simulate.run.preflight import check_outdir  # noqa: E402
 
 OWNED = ("REPORT.md", "overhead.png")
-
-
-def _numbers(text: str, flag: str, kind=float) -> list:
-    try:
-        values = [kind(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise UsageError(f"{flag} expects numbers separated by commas, got {text!r}") from None
-    if not values or not all(np.isfinite(v) and v > 0 for v in values):
-        raise UsageError(f"{flag} values must be positive, got {text!r}")
-    return values
 
 
 def parse_args(argv: list[str] | None):
@@ -70,14 +61,13 @@ def parse_args(argv: list[str] | None):
         raise UsageError(f"--system {args.system!r}: one of {', '.join(SOFTWARE_FT_SYSTEMS)}")
     if args.store not in STORES:
         raise UsageError(f"--store {args.store!r}: one of {', '.join(STORES)}")
-    args.shards = _numbers(args.shards, "--shards", int)
+    args.shards = number_list(args.shards, "--shards", int)
     if max(args.shards) > 1024:
         raise UsageError("--shards: at most 1024 nodes")
-    args.mtbf = _numbers(args.mtbf, "--mtbf")
+    args.mtbf = number_list(args.mtbf, "--mtbf")
     if not (np.isfinite(args.target) and 0 < args.target < 1):
         raise UsageError(f"--target must be in (0, 1), got {args.target}")
-    if not (np.isfinite(args.days) and 0 < args.days <= 3650):
-        raise UsageError(f"--days must be in (0, 3650], got {args.days}")
+    check_long_runs(args.mtbf, args.days)
     check_seed(args.seed)
     check_outdir(args.outdir)
     return args
@@ -101,6 +91,8 @@ def compare(args) -> int:
             ):
                 scheme = ShardedScheme(name, batch_s, costs["save_s"], load, interval, shards,
                                        partial)  # fmt: skip
+                if not partial:  # rolls back to the checkpoint at every failure
+                    check_progress(name, interval * batch_s + costs["save_s"], mtbf)
                 n = int(args.days * 86400 / (batch_s + costs["save_s"] / interval))
                 run = sharded_run(scheme, n, samples, exponential_gaps(mtbf, args.seed))
                 rows.append((shards, mtbf, run))
