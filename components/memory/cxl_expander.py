@@ -1,9 +1,10 @@
 """A CXL memory expander: DRAM behind a CXL memory controller (a CXL Type-3 device).
 
-Why a device of its own: the paper's systems put their memory behind a CXL link too,
-but no model here had been compared with a genuine CXL memory device. Sun et al.
-(MICRO'23) and the vendors' figures show three mechanisms that a host DRAM channel
-lacks, and this module adds exactly those on top of the DRAM media model (``Dram``):
+Why a device of its own: the paper's systems put their memory behind a CXL link, and
+genuine CXL memory devices, with published measurements, are what that link model can
+be checked against. Sun et al. (MICRO'23) and the vendors' figures show three mechanisms
+that a host DRAM channel lacks, and this module adds exactly those on top of the DRAM
+media model (``Dram``):
 
 - **the link**: a CXL.mem read sends an M2S Req down and gets an S2M DRS (header + 64 B)
   back up; a write sends an M2S RwD (header + 64 B) down and gets an S2M NDR back. Each
