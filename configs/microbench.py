@@ -19,12 +19,18 @@ run for 1, 2, 4, ... requests in flight and plots loaded latency against bandwid
 of the published Optane studies (LATTester, Yang et al. FAST'20): its own address range,
 ``--requests`` requests, and as many in flight as a core's fill buffers hold (the PMEM's
 ``thread_bytes`` over the request size, at least one). ``cxl-pmem`` is the PMEM behind
-a direct CXL link (CXL.mem requests and responses cross it).
+a direct CXL link (CXL.mem requests and responses cross it). ``cxl-mem-<preset>`` is a
+CXL memory expander (DDR5 behind a CXL controller and its link,
+components/memory/cxl_expander.py), ``ddr5-r`` a DDR5-4800 channel on the other socket,
+the baseline Sun et al. compare CXL memory with; ``--baseline DEVICE`` runs the same
+streams on DEVICE too and reports the idle latency's ratio and the efficiency's gap
+(``efficiency``: bandwidth over the media's peak).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from dataclasses import dataclass
@@ -44,6 +50,7 @@ import numpy as np  # noqa: E402
 
 from components.interconnect.cxl import CxlLink, CxlPath, mem_read, mem_write  # noqa: E402
 from components.memory import Dram, MemoryDevice, Pmem, Ssd  # noqa: E402
+from components.memory.cxl_expander import CxlMemoryExpander, remote_ddr5  # noqa: E402
 from components.memory.stages import stage  # noqa: E402
 from components.sim.engine import Engine  # noqa: E402
 from components.sim.mpl import check_backend  # noqa: E402
@@ -63,10 +70,29 @@ from simulate.run.preflight import (  # noqa: E402
 )
 
 PROG = "microbench.py"
-DEVICES = {"dram": Dram, "pmem": Pmem, "ssd": Ssd, "cxl-pmem": Pmem}
+EXPANDERS = {f"cxl-mem-{name}": name for name in CxlMemoryExpander.PRESETS}
+"""CXL memory expanders by device name: ``cxl-mem-<preset>`` (CxlMemoryExpander.PRESETS)."""
+DEVICES = {
+    "dram": Dram,
+    "pmem": Pmem,
+    "ssd": Ssd,
+    "cxl-pmem": Pmem,
+    "ddr5-r": remote_ddr5,
+    **{
+        device: functools.partial(CxlMemoryExpander.preset, preset)
+        for device, preset in EXPANDERS.items()
+    },
+}
 SWEEP = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 OUTPUTS = ("results.json", "stats.txt", "loaded_latency.png")
-BYTES_PER_LINE = {"dram": 160, "pmem": 64, "cxl-pmem": 64, "ssd": 64}
+BYTES_PER_LINE = {
+    "dram": 160,
+    "pmem": 64,
+    "cxl-pmem": 64,
+    "ssd": 64,
+    "ddr5-r": 160,
+    **dict.fromkeys(EXPANDERS, 160),
+}
 """Peak memory per line access of the streams, by device, over the interpreter's: DRAM's
 per-line int64 arrays and their sort copies measured ~125 B (10^6 random 4 KiB writes:
 7.9 GB peak, 6.6e7 lines; 3x10^5 sequential: 2.5 GB, 2.0e7 lines); PMEM's fused
@@ -160,6 +186,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--span", default="1GiB", help="address range of each stream")
     p.add_argument("--seed", default="1", help="seed of the random addresses (default 1)")
     p.add_argument("--load-sweep", action="store_true", help="latency vs load, 1..1024 in flight")
+    p.add_argument(
+        "--baseline",
+        choices=sorted(DEVICES),
+        help="also run the same streams on this device and compare (results.json: baseline)",
+    )
     p.add_argument("--outdir", required=True, help="where results.json, stats.txt and the plot go")
     args = p.parse_args(argv)
     args.specs = check_args(args)
@@ -289,17 +320,19 @@ def addresses(spec: StreamSpec, span: int, base: int, rng: np.random.Generator) 
     return base + rng.integers(0, max(span // spec.size, 1), spec.requests) * spec.size
 
 
-def measure(args: argparse.Namespace, specs: list[StreamSpec]) -> dict:
-    """Run the streams together on a fresh device; the idle latencies alone."""
+def measure(args: argparse.Namespace, specs: list[StreamSpec], name: str | None = None) -> dict:
+    """Run the streams together on a fresh device (``name``, else --device); the idle
+    latencies alone."""
+    name = name or args.device
     span = parse_size(args.span)
     seed = int(args.seed)
-    overrides = controllers(args)
+    overrides = controllers(args) if name == args.device else {}
     idle = {}
     for op in sorted({s.op for s in specs}):
         single = StreamSpec(op, "seq", specs[0].size, 1, 1)
-        (record,), _, _ = _run(args, overrides, [single], span, seed)
+        (record,), _, _ = _run(args, overrides, [single], span, seed, name)
         idle[op] = record.end - record.start
-    records, scheduler, target = _run(args, overrides, specs, span, seed)
+    records, scheduler, target = _run(args, overrides, specs, span, seed, name)
     out = []
     for spec, record in zip(specs, records, strict=True):
         ticks = record.end - record.start
@@ -322,11 +355,14 @@ def measure(args: argparse.Namespace, specs: list[StreamSpec]) -> dict:
         )
     end = max(r.end for r in records)
     total = sum(s.requests * s.size for s in specs)
+    device = target.memory
+    peak = getattr(device, "peak_bandwidth", None) or device.read_bandwidth
     return {
-        "device": args.device,
+        "device": name,
         "idle_latency_ns": {op: ticks / TICKS_PER_NS for op, ticks in idle.items()},
         "streams": out,
         "total_bandwidth_gbps": total / (end / TICKS_PER_SECOND) / 1e9,
+        "efficiency": total / (end / TICKS_PER_SECOND) / peak,
         "latency_ns": idle[specs[0].op] / TICKS_PER_NS,
         "bandwidth_gbps": out[0]["bandwidth_gbps"] if len(out) == 1 else None,
         "stats": target.stat_rows()
@@ -337,10 +373,11 @@ def measure(args: argparse.Namespace, specs: list[StreamSpec]) -> dict:
     }
 
 
-def _run(args, overrides, specs, span, seed):
-    device = Pmem.optane(**overrides) if args.optane else DEVICES[args.device](**overrides)
-    kind = "pmem" if args.device == "cxl-pmem" else args.device
-    target = Target(device, kind, args.device == "cxl-pmem")
+def _run(args, overrides, specs, span, seed, name):
+    optane = args.optane and DEVICES[name] is Pmem
+    device = Pmem.optane(**overrides) if optane else DEVICES[name](**overrides)
+    kind = {"cxl-pmem": "pmem", "ddr5-r": "dram"}.get(name, name.replace("-", "_"))
+    target = Target(device, kind, name == "cxl-pmem")
     engine = Engine()
     scheduler = Scheduler(engine)
     device.bind(engine.event)
@@ -415,9 +452,25 @@ def plot_sweep(points: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
+def versus(result: dict, baseline: dict) -> dict:
+    """The run next to the same streams on a baseline device (Sun et al. compare CXL
+    memory with DDR5-R so): its figures, the idle latency's ratio and the efficiency's
+    difference in percentage points."""
+    return {
+        "device": baseline["device"],
+        "latency_ns": baseline["latency_ns"],
+        "total_bandwidth_gbps": baseline["total_bandwidth_gbps"],
+        "efficiency": baseline["efficiency"],
+        "latency_ratio": result["latency_ns"] / baseline["latency_ns"],
+        "efficiency_gap_pp": 100 * (result["efficiency"] - baseline["efficiency"]),
+    }
+
+
 def run(args: argparse.Namespace) -> dict:
     specs = args.specs
     result = measure(args, specs)
+    if args.baseline:
+        result["baseline"] = versus(result, measure(args, specs, args.baseline))
     if args.load_sweep:
         result["load_sweep"] = sweep(args, specs)
     stats = result.pop("stats")

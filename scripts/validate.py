@@ -208,7 +208,8 @@ def document(verdicts: list[Verdict]) -> str:
         "`validation` rows are held out and were never fitted. The script exits 1 when a "
         "row leaves its band; `--fast` runs the subset the tests run "
         "(tests/test_validation.py). Why a row is out of its band is explained on the "
-        "device's page (Optane: docs/calibration.md, 'Optane rows out of their band').\n\n"
+        "device's page (Optane: docs/calibration.md, 'Optane rows out of their band'; the "
+        "CXL memory expander: docs/calibration.md, 'The CXL-A 2:1 row out of its band').\n\n"
         f"{held} of {len(verdicts)} rows in band.\n\n" + table(verdicts)
     )
 
