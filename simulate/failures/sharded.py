@@ -34,8 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from components.energy import EnergyReport
 from components.boards.software_ft import SoftwareCheckpoint
+from components.energy import EnergyReport
 from components.persistence.checkpoints import (
     ChainRecovery,
     ChainState,
