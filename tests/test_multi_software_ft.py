@@ -139,8 +139,11 @@ def test_crashcheck_finds_no_violation(policy, recovery, quantize):
     assert report.guarantee["devices"] == 2
 
 
-@pytest.mark.parametrize(("policy", "recovery", "mutant"), SHARDED_FT_MUTANTS,
-                         ids=[f"{m.__name__}-{p}-{r}" for p, r, m in SHARDED_FT_MUTANTS])  # fmt: skip
+@pytest.mark.parametrize(
+    ("policy", "recovery", "mutant"),
+    SHARDED_FT_MUTANTS,
+    ids=[f"{m.__name__}-{p}-{r}" for p, r, m in SHARDED_FT_MUTANTS],
+)
 def test_every_multi_device_mutant_is_caught(policy, recovery, mutant):
     report = crashcheck(small(policy, recovery, interval=4e-4), protocol_class=mutant)
     assert report.violations
