@@ -95,6 +95,14 @@ def guarantee_line(bounds: dict) -> str:
         what = "the state of the newest checkpoint whose write ended"
         if bounds["rows"] == "as last saved":
             what = "each row as the newest complete checkpoint that saved it"
+        if "devices" in bounds:  # each CXL-MEM's shard on a store of its own
+            what = (
+                "a failed device's shard at its newest complete checkpoint, the other "
+                "shards at their state at the crash"
+                if bounds["recovery"] == "partial"
+                else "every shard at the newest checkpoint complete on all "
+                f"{bounds['devices']} devices"
+            )
         return (
             f"{bounds['policy']}: {held} {what} ({bounds['checkpoints']} taken), "
             f"resume: {bounds['resume']}"

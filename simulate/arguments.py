@@ -29,6 +29,7 @@ KINDS = {
     "checkpoint": "str",
     "quantize": "str",
     "store": "str?",
+    "recovery": "str?",
     "gpu": "str?",
     "sharding": "str",
     "mtbf": "number?",

@@ -3,9 +3,11 @@ protocol relies on (a fence, an order, idempotence, a check)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
-from components.boards.software_ft import CheckNRunCheckpoint
+from components.boards.software_ft import CheckNRunCheckpoint, CprCheckpoint
 from components.persistence.checkpoints import NEVER, ChainRecovery, Payload
 from components.persistence.image import RECORD_HEADER, WORD, PmemImage, record_header
 from components.persistence.protocols import (
@@ -15,6 +17,7 @@ from components.persistence.protocols import (
 )
 from components.persistence.quantize import dequantize
 from components.persistence.writes import Writes
+from simulate.failures.sharded import ShardRecovery
 
 
 def merged(epochs):
@@ -350,3 +353,52 @@ FT_MUTANTS = [
 ]
 """(--checkpoint, --quantize, mutant): broken recoveries (ChainRecovery subclasses) and a
 broken policy (a CheckNRunCheckpoint subclass), each breaking one guarantee."""
+
+
+# ----- software policies on several CXL-MEMs (simulate/failures/sharded.py) --------------
+class RestoresFromOtherDevice(ShardRecovery):
+    """A failed device reloads its shard from the next device's store (that store
+    holds none of its rows)."""
+
+    def store_of(self, device, devices):
+        return (device + 1) % devices
+
+
+class CompletesBeforeStoreWrite(CprCheckpoint):
+    """Logs each checkpoint as durable at a marker op that ends when its store write
+    begins: the store counts it complete before its write ends."""
+
+    def take(self, board, ops, prev):
+        taken = super().take(board, ops, prev)
+        mark = board.scheduler.op(
+            "cpr_marked", "idle", ops.batch, None, lambda now: 0, [ops.update, ops.bottom_bwd]
+        )
+        self.taken[-1] = replace(self.taken[-1], write=mark)
+        return taken
+
+
+class FullToAnyDevice(ShardRecovery):
+    """Full recovery rolls back to the newest checkpoint complete on *any* device, not
+    on every one."""
+
+    def common_batch(self, complete):
+        return max(set.union(*complete), default=-1)
+
+
+class PartialReloadsAll(ShardRecovery):
+    """Partial recovery reloads every shard from its checkpoint, yet resumes at the
+    interrupted batch (no rerun): the survivors' updates since are silently lost."""
+
+    def reloaded(self, failed, devices):
+        return list(range(devices))
+
+
+SHARDED_FT_MUTANTS = [
+    ("cpr", "partial", RestoresFromOtherDevice),
+    ("cpr", "partial", CompletesBeforeStoreWrite),
+    ("cpr", "full", FullToAnyDevice),
+    ("check-n-run", "full", FullToAnyDevice),
+    ("cpr", "partial", PartialReloadsAll),
+    ("cpr", "partial", TrustsTornCheckpoint),
+]
+"""(policy, --recovery, mutant) on cxl-d with several CXL-MEMs: each must be caught."""

@@ -42,6 +42,7 @@ commit are components/persistence/cluster.py's and simulate/failures/inject.py's
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import math
@@ -260,6 +261,32 @@ class DisaggregatedBoard(TrainingBoard):
             shard, "cxl_path", lambda a, b: self.fabric.path(ends.get(a, a), ends.get(b, b))
         )
 
+    # ----- a software checkpoint instead (CXL-D only): the host saves each shard ------------
+    @property
+    def ft(self):
+        """CXL-MEM 0's software checkpoint policy (every shard has a copy; None: the
+        paper's protocol)."""
+        return getattr(self.shards[0], "ft", None)
+
+    def set_policy(self, policy) -> None:
+        """Every CXL-MEM's shard checkpointed by the host with a copy of ``policy`` (a
+        SoftwareCheckpoint), each to a store of its own (``shard{m}.ft.store``) and on a
+        copy thread and store queue of its own, so the devices save in parallel."""
+        if self.system != "cxl-d" or len(self.jobs) > 1:
+            raise ConfigError(
+                "a software checkpoint on several devices is modelled for CXL-D, one job"
+            )
+        object.__setattr__(policy, "_parent", None)  # copied alone, not with a board
+        copies = [policy] + [copy.deepcopy(policy) for _ in self.shards[1:]]
+        for m, (shard, copy_) in enumerate(zip(self.shards, copies, strict=True)):
+            shard.ft = copy_
+            object.__setattr__(copy_, "unit", f"host.ckpt{m}")
+            object.__setattr__(copy_, "store_unit", f"host.ckpt_store{m}")
+
+    @property
+    def software(self) -> bool:
+        return self.ft is not None
+
     @property
     def gpu_count(self) -> int:
         """GPUs of one job (the data-parallel replicas its numerics split over)."""
@@ -301,6 +328,12 @@ class DisaggregatedBoard(TrainingBoard):
                 layout = dataclasses.replace(shard.layout, base=used[m], commit=m == 0)
                 object.__setattr__(shard, "layout", layout)
                 used[m] += layout.size
+        if self.software:  # one interval: CPR's rule on the largest shard's checkpoint
+            largest = max(
+                sh.layout.regions()["data"][1] + sh.layout.mlp_bytes for sh in self.shards
+            )
+            for shard in self.shards:
+                object.__setattr__(shard.ft, "rule_bytes", largest)
         for m, shard in enumerate(self.shards):  # every partition, side by side
             shard.pmem.capacity = f"{used[m]}B"
             shard.pmem.check_modules()
@@ -369,7 +402,8 @@ class DisaggregatedBoard(TrainingBoard):
         gate = list(dict.fromkeys(gate))
         copy_gate = self._copy_gate(own)
         for shard in shards:
-            object.__setattr__(shard, "log_gate", (prev.extra["commit"],) if prev else ())
+            committed = prev.extra["commit"] if prev else None
+            object.__setattr__(shard, "log_gate", (committed,) if committed else ())
             object.__setattr__(shard, "copy_gate", copy_gate or ())
 
         bottoms = []
@@ -440,8 +474,9 @@ class DisaggregatedBoard(TrainingBoard):
             shard_ops[m].bottom_bwd = updates_mlp[m % count]
             update_deps.append(shard.update_deps(shard_ops[m], before[m]))
         durable = [ops.extra[name] for ops in shard_ops for name in _DURABLE if name in ops.extra]
-        commit = self.commit(own, "commit", n, "commit", durable)
-        closing = [*updates_mlp, commit]
+        # a software checkpoint has no per-batch log to commit across the devices
+        commit = None if self.software else self.commit(own, "commit", n, "commit", durable)
+        closing = [*updates_mlp, *([commit] if commit else [])]
         for m, shard in enumerate(shards):
             ops = shard_ops[m]
             ops.update = s.op(
@@ -466,7 +501,7 @@ class DisaggregatedBoard(TrainingBoard):
         return ops
 
     # ----- one consistent checkpoint across devices ------------------------------------------
-    def update_commit_deps(self, ops: BatchOps, commit: Op) -> list[Op]:
+    def update_commit_deps(self, ops: BatchOps, commit: Op | None) -> list[Op]:
         """Redo (a shard with a ``ckpt_log``) applies batch N in place only after the
         commit of N: a device that applied N while another had not logged it would leave
         no batch that every device can recover to. Undo logs keep the old values, so

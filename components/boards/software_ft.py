@@ -88,6 +88,9 @@ class SoftwareCheckpoint(SimObject):
 
     policy = "none"
     replays = False  # after a failure: the batches since the checkpoint rerun (or lost)
+    unit = HostCpu.UNIT  # the host thread that runs a checkpoint's paused part
+    store_unit = "ckpt_store"  # the queue of background store writes
+    rule_bytes = 0  # bytes CPR's interval rule times (0: this board's full checkpoint)
     complete_rows = True  # a checkpoint holds every row modified since the previous one
     interval = Float(
         0.0,
@@ -137,21 +140,22 @@ class SoftwareCheckpoint(SimObject):
         checkpoint time (its bytes at the store's write bandwidth)."""
         seconds = self.interval
         if seconds == 0:
-            full = layout.regions()["data"][1] + layout.mlp_bytes
+            full = self.rule_bytes or layout.regions()["data"][1] + layout.mlp_bytes
             seconds = math.sqrt(2 * full / self.store.write_bandwidth * self.mtbf)
         return seconds * TICKS_PER_SECOND
 
-    def recovery(self, board, nbytes: int | None = None) -> Iterator[Stage]:
+    def recovery(self, board, nbytes: int | None = None, mlps: bool = True) -> Iterator[Stage]:
         """After a failure: ``nbytes`` of checkpoints (default ``recovery_bytes``) read
         back from the store into the tables' memory (in order), then the MLPs copied to
-        the GPU."""
+        the GPU (``mlps`` False: the GPUs kept theirs, one device of several failed)."""
         size = board.layout.regions()["data"][1]
         yield bulk_stage(
             ("read", self.store, self.recovery_bytes(board) if nbytes is None else nbytes),
             ("write", board.checkpoint_source(), size),
             latency=board.host.op_overhead,
         )
-        yield from board.mlp_to_gpu(board.layout.mlp_bytes)
+        if mlps:
+            yield from board.mlp_to_gpu(board.layout.mlp_bytes)
 
     def recovery_bytes(self, board) -> int:
         """Bytes a recovery reads from the store: the last full checkpoint."""
@@ -276,7 +280,7 @@ class CprCheckpoint(SoftwareCheckpoint):
             yield bulk_stage(("write", self.store, stored), latency=board.host.op_overhead)
 
         deps = [ops.update, ops.bottom_bwd]
-        op = board.scheduler.op("cpr_checkpoint", "checkpoint", n, HostCpu.UNIT, body, deps)
+        op = board.scheduler.op("cpr_checkpoint", "checkpoint", n, self.unit, body, deps)
         self.taken.append(Taken(n, rows, stored, op))
         return [op]
 
@@ -366,7 +370,7 @@ class CheckNRunCheckpoint(SoftwareCheckpoint):
         if self._writing is not None:  # one snapshot buffer: the last write must be out
             deps.append(self._writing)
         snap = s.op(
-            "cnr_snapshot", "checkpoint", n, HostCpu.UNIT,
+            "cnr_snapshot", "checkpoint", n, self.unit,
             lambda now: self.snapshot(board, None if full else rows, mlps), deps,
         )  # fmt: skip
 
@@ -374,7 +378,9 @@ class CheckNRunCheckpoint(SoftwareCheckpoint):
             self.checkpointBytes += stored
             return self.write(board, snapshot_bytes, stored)
 
-        writing = s.op("cnr_write", "checkpoint", n, "ckpt_store", write, [snap], background=True)
+        writing = s.op(
+            "cnr_write", "checkpoint", n, self.store_unit, write, [snap], background=True
+        )
         object.__setattr__(self, "_writing", writing)
         start = board.layout.regions()["data"][0]
         held = None if full else (rows - start) // row_bytes

@@ -92,7 +92,11 @@ def prepare(options: RunOptions) -> tuple[ModelSpec, int, TrainingBoard]:
             raise UsageError(f"--pmem {options.pmem}: --system {options.system} has no PMEM")
         use_model(board, options.pmem)
     if options.checkpoint != "paper":
-        board.ft = software_policy(options, getattr(board, "ft", None))
+        policy = software_policy(options, getattr(board, "ft", None))
+        if isinstance(board, DisaggregatedBoard):
+            board.set_policy(policy)  # a copy per CXL-MEM, each with its own store
+        else:
+            board.ft = policy
     if options.gpu is not None:
         for gpu in board.descendants():
             if isinstance(gpu, Gpu):

@@ -90,6 +90,8 @@ SAMPLED_OR_SOFTWARE_FT = (
     "--store",
 )
 QUANTIZE = ("none", "8", "4")
+RECOVERIES = ("partial", "full")
+"""--recovery of a multi-device software run (simulate/failures/sharded.py)."""
 MAX_SEED = 2**32 - 1  # numpy's conventional 32-bit seed range; negative seeds are refused
 MAX_FAILURES_PER_BATCH = 8
 """Failures one run may inject, per batch it trains: a batch has about eight fenced
@@ -148,6 +150,9 @@ class RunOptions:
     ckpt_interval: float | None = None
     store: str | None = None
     """--store NAME: the software checkpoint store's preset (components/memory/stores.py)."""
+    recovery: str | None = None
+    """--recovery full|partial: how a multi-device software run recovers from a failure
+    (None: CPR's partial recovery for cpr, a full one for check-n-run and none)."""
     sample_plan: str | None = None
     """--sample PERIOD[:WARMUP[:UNITS]]: a systematic sample of batches (simulate/sampling)."""
     gpu: str | None = None
@@ -355,6 +360,16 @@ _RUN_ARGUMENTS: list[tuple[tuple[str, ...], dict]] = [
             help="the software checkpoint store: "
             + ", ".join(f"{k} ({v.description})" for k, v in STORES.items())
             + f" (default {DEFAULT_STORE})",
+        ),
+    ),
+    (
+        ("--recovery",),
+        dict(
+            default=None,
+            choices=RECOVERIES,
+            help="multi-device software runs: partial (the failed CXL-MEM's shard reloaded, "
+            "the others keep their state; cpr's default) or full (every shard reloaded, the "
+            "batches since the checkpoint rerun; check-n-run's and none's)",
         ),
     ),
     (
@@ -634,6 +649,7 @@ def options_from_args(args: argparse.Namespace) -> RunOptions:
         gpu=gpu,
         gpu_profile=args.gpu_profile,
         store=args.store,
+        recovery=args.recovery,
         gpus=gpus,
         cxl_mems=mems,
         topology=args.topology,
@@ -723,6 +739,13 @@ def _check_topology(args: argparse.Namespace) -> tuple[int, int]:
             f"--sharding {args.sharding} places rows over several CXL-MEMs: add --cxl-mems 2 "
             "or more (one device holds every row)"
         )
+    if args.recovery not in (None, *RECOVERIES):
+        raise UsageError(f"--recovery {args.recovery!r}: one of {', '.join(RECOVERIES)}")
+    if args.recovery is not None and (args.checkpoint == "paper" or mems < 2):
+        raise UsageError(
+            "--recovery chooses how a software checkpoint recovers on several CXL-MEMs: add "
+            "--system cxl-d --cxl-mems 2 or more and --checkpoint cpr, check-n-run or none"
+        )
     if (gpus, mems, args.topology, args.pool_jobs) == (1, 1, None, 1):
         return gpus, mems
     if args.system not in MULTI_DEVICE_SYSTEMS:
@@ -735,12 +758,21 @@ def _check_topology(args: argparse.Namespace) -> tuple[int, int]:
             "--pmem-image holds one CXL-MEM's image; a multi-device cluster keeps its "
             "devices' images in memory (docs/failures.md): drop it"
         )
-    if args.checkpoint != "paper":
+    if args.checkpoint != "paper" and (
+        args.system != "cxl-d" or args.topology is not None or args.pool_jobs > 1
+    ):
         raise UsageError(
-            f"--checkpoint {args.checkpoint} is a host system's software policy; the "
-            "multi-device CXL systems checkpoint with the paper's protocols"
+            f"--checkpoint {args.checkpoint} on several devices: the host checkpoints each "
+            "CXL-MEM's shard of --system cxl-d under one switch (--gpus, --cxl-mems; no "
+            "--topology or --pool-jobs); the other multi-device systems checkpoint with "
+            "the paper's protocols"
         )
     refuse_pooled_failures(args.pool_jobs, args.fail_at or args.fail_random)
+    if args.recovery == "partial" and args.checkpoint != "cpr":
+        raise UsageError(
+            f"--recovery partial is CPR's: --checkpoint {args.checkpoint} replays from "
+            "its checkpoint (drop --recovery or use --checkpoint cpr)"
+        )
     if args.fail_device is not None and not 0 <= args.fail_device < mems:
         raise UsageError(f"--fail-device {args.fail_device}: CXL-MEMs are 0 to {mems - 1}")
     if args.sample_plan is not None:
