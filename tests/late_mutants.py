@@ -47,6 +47,8 @@ RUNS = {
     "two_copies": lambda s: suite_run(s, 6),  # rmc1 2x2 copies at batches 0, 3 only
     "multi_slice": lambda s: multi_slice_run(s, 2),  # copies over 3 slices
     "1x2": lambda s: suite_run(s, gpus=1),  # fewer GPUs than CXL-MEMs
+    "rmc2": lambda s: rmc2_run(s, 1),  # copies over 2 slices, a head before the bursts
+    "rmc2_2x2": lambda s: rmc2_run(s, 2),
 }
 
 
@@ -405,3 +407,13 @@ def multi_slice_run(system: str, devices: int = 2) -> RunOptions:
 def single_run(system: str) -> RunOptions:
     """multi_slice_run on one device."""
     return multi_slice_run(system, 1)
+
+
+def rmc2_run(system: str, devices: int) -> RunOptions:
+    """suite_run on rmc2, on ``devices`` GPUs x CXL-MEMs: its MLP copies span 2 slices,
+    each copy's first with a head up to the first 4 KiB boundary (the record's payload
+    starts 256 B into it). A device's half of the MLPs fits one slice, so on several
+    devices the PMEM writes at half its rate (1.92 GB/s a controller by default)."""
+    rate = "board.shard{}.cxl_mem.pmem.ctrl_write_bandwidth"
+    slow = [(rate.format(m), "0.96GB/s") for m in range(devices)] if devices > 1 else []
+    return suite_run(system, model="rmc2", gpus=devices, cxl_mems=devices, sets=slow)

@@ -5,8 +5,6 @@ CXL-MEMs; the adversary set of tests/late_mutants.py caught at default settings.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pytest
 from hypothesis import given
@@ -17,11 +15,11 @@ from late_mutants import (
     HELD_OUT,
     RUNS,
     single_run,
-    suite_run,
 )
 
 from components.persistence.cluster import device_of_resource
 from components.persistence.explorer import ExploreSettings
+from components.persistence.image import RECORD_HEADER
 from simulate.failures.crashcheck import CheckSettings, crashcheck
 from simulate.failures.oracle import guarantee_for
 from simulate.failures.persist_states import sweep_bits
@@ -99,22 +97,58 @@ def test_the_new_runs_commit_three_copies_and_copies_over_several_slices():
     assert commits and all(c > s for s, c in zip(snaps, commits, strict=False))
 
 
-@pytest.mark.xfail(strict=True, reason="rmc2: a copy's first slice's head write unseen")
-def test_copies_over_several_slices_of_rmc2_are_attributed():
-    """rmc2's copies span several slices too, but there the recorded requests lack the
-    first slice's head write (the bytes up to the first 4 KiB boundary), from which the
-    relaxed protocol tells which snapshot a copy holds: its copies go unwritten (a
-    cluster's MLP commit has no snapshot to name)."""
-    stretch = run_stretch(replace(suite_run("cxl", 6, model="rmc2"), gpus=1, cxl_mems=1))
-    protocol = protocol_for("cxl", stretch.layout)
-    build_journal(protocol, stretch)
-    assert all(snapshot is not None for _, snapshot, _, _ in protocol._slices.values())
+@pytest.fixture(scope="module", params=["rmc2", "rmc2_2x2"])
+def rmc2_stretch(request):
+    return run_stretch(RUNS[request.param]("cxl"))
 
 
-@pytest.mark.parametrize("system, run", [("cxl-b", "1x2"), ("cxl", "multi_slice")])
+def test_copies_over_several_slices_of_rmc2_are_attributed(rmc2_stretch):
+    """rmc2's copies span several slices, the first starting with a head (the bytes up
+    to the first 4 KiB boundary), from which the relaxed protocol tells which snapshot
+    a copy holds. Its requests were once missing: the copies went unwritten, and a
+    cluster's MLP commit had no snapshot to name (a TypeError)."""
+    protocol = protocol_for("cxl", rmc2_stretch.layout)
+    build_journal(protocol, rmc2_stretch)
+    devices = getattr(protocol, "protocols", [protocol])
+    assert all(snapshot is not None for p in devices for _, snapshot, _, _ in p._slices.values())
+
+
+def test_the_slices_of_a_copy_write_its_payload_in_order_once(rmc2_stretch):
+    """Against the payload's bytes from the layout alone: on each device, the slices of
+    a copy write it in order, each one run of bytes starting where the one before
+    stopped, in requests that never cross a 4 KiB boundary; some copy spans several
+    slices. A slice stopped at its window's end once had persisted whole bursts but not
+    the head before them, and the next slice went on after the bursts."""
+    layout = rmc2_stretch.layout
+    slices = [
+        rmc2_stretch.requests[r.uid]
+        for r in sorted(rmc2_stretch.records, key=lambda r: r.start)
+        if r.name == "mlp_log_slice" and r.uid in rmc2_stretch.requests
+    ]
+    spans = []
+    for lay in getattr(layout, "devices", [layout]):
+        for slot in (0, 1):
+            header = lay.offset(f"mlp{slot}")
+            first, end = header + RECORD_HEADER, header + RECORD_HEADER + 4 * lay.mlp_count
+            written = [first]  # where each slice of the copy in progress stopped
+            for requests in slices:
+                inside = (requests.addr >= first) & (requests.addr < end)
+                lo, hi = requests.addr[inside], requests.end[inside]
+                if lo.size:
+                    assert lo[0] == written[-1] and np.array_equal(lo[1:], hi[:-1])
+                    assert np.array_equal(lo // 4096, (hi - 1) // 4096)
+                    written.append(int(hi[-1]))
+                if (requests.addr == header).any():  # the header: the copy is complete
+                    assert written[-1] == end
+                    spans.append(len(written) - 1)
+                    written = [first]
+    assert spans and max(spans) > 1
+
+
+@pytest.mark.parametrize("system, run", [("cxl-b", "1x2"), ("cxl", "multi_slice"), ("cxl", "rmc2")])
 def test_real_protocols_recover_every_late_device_state(system, run):
     """On fewer GPUs than CXL-MEMs, and with copies over several slices (the cxl run of
-    8 batches, three copies: tests/test_cluster_failures.py)."""
+    8 batches, three copies: tests/test_cluster_failures.py; rmc2's, with a head)."""
     report = crashcheck(RUNS[run](system))
     assert report.violations == []
     assert report.modes["late_device"] > 0

@@ -11,7 +11,7 @@ import pytest
 from simrun import run_ops
 
 from components.memory.pmem import Pmem
-from components.memory.stages import stage
+from components.memory.stages import stage, write_range
 
 WINDOW = 64
 WRITES = np.arange(4000, dtype=np.int64) * 256
@@ -55,3 +55,25 @@ def test_adr_ticks_are_acceptance_plus_the_write_latency_alone_and_loaded():
     for with_reads in (False, True):
         adr, end, _ = _persist("adr", with_reads)
         assert adr.min() >= Pmem().write_latency and adr.max() <= end + Pmem().write_latency
+
+
+def test_a_write_range_is_accepted_in_address_order_behind_a_full_queue():
+    """write_range's head (up to the first burst boundary), whole bursts and tail go out
+    one after another: behind a stream that keeps the WPQ full, the head is accepted
+    first, the tail last. Served side by side, the head's one request of many lines was
+    accepted only as the range's flow ended, so a flow stopped early (a relaxed MLP log
+    slice at its window's end) had written bursts after it but not the head."""
+    dev = Pmem()
+    seen: list = []
+    dev.write_listeners.append(seen.append)
+    base, burst = 1 << 28, 4096
+    start, nbytes = base + 256, 16 * burst  # a head, 15 bursts and a tail
+    bodies = [
+        lambda now: stage(dev.write(WRITES, 256, WINDOW)),
+        lambda now: stage(write_range(dev, start, nbytes, burst, WINDOW)),
+    ]
+    records, _ = run_ops(*bodies, devices=[dev], starts=[0, 1000])
+    parts = {p.size: p for p in seen if p.owner == records[1].uid}
+    head, body, tail = parts[burst - 256], parts[burst], parts[256]
+    assert head.addresses.tolist() == [start] and tail.addresses.tolist() == [base + 16 * burst]
+    assert head.ticks.max() <= body.ticks.min() and body.ticks.max() <= tail.ticks.min()

@@ -54,7 +54,10 @@ def write_range(
 ) -> MemStream:
     """Bytes [start, start + nbytes) written in bursts that never cross a burst boundary
     (the AXI 4 KiB rule DMA engines and page-wise copies follow): a head up to the first
-    boundary, whole bursts, and a tail that stops at the end of the range."""
+    boundary, whole bursts, and a tail that stops at the end of the range. They are
+    issued in address order, each part over its bytes' share of the flow's progress, so
+    a flow stopped early has written a prefix of the range (a relaxed MLP log slice
+    counts on it), not a share of every part."""
     end = start + nbytes
     first = min(-(-start // burst) * burst, end)
     last = max(end // burst * burst, first)
@@ -70,6 +73,10 @@ def write_range(
         if end > last
         else None,
     ]
+    bounds = [start, first, last, end]
+    for part, lo, hi in zip(parts, bounds[:-1], bounds[1:], strict=True):
+        for writes in part.writes if part is not None else []:
+            writes.share = ((lo - start) / nbytes, (hi - start) / nbytes)
     live = [part for part in parts if part is not None]
     return concurrent(*live) if live else device.write(np.zeros(0, dtype=np.int64), burst)
 

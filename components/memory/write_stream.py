@@ -60,7 +60,9 @@ class WriteStream:
     listens for persist ticks); ``issue_step``: the ticks between requests its window
     lets the requester issue on an idle device; ``key``: per media write (``lines``),
     its drain position (in (0, 1] within the visible flow, in (1, 2] within the drain
-    flow that follows)."""
+    flow that follows). Each is on the stream's own progress, which is its flow's over
+    ``share`` (all of it, unless set: streams of a flow are served side by side, except
+    write_range's parts, which go one after another)."""
 
     def __init__(
         self,
@@ -88,6 +90,7 @@ class WriteStream:
         self.visible: Flow | None = None
         self.offset = 0  # ticks between the flow's progress and this stream's issue
         self.persisted = 0  # requests accepted (all, unless the flow was stopped)
+        self.share = (0.0, 1.0)  # the part of its flow's progress that issues it
         self._waiting: list[tuple[float, object]] = []
         self._last: tuple[np.ndarray, np.ndarray] | None = None
         self.drain.on_end.append(self._drained)
@@ -105,7 +108,7 @@ class WriteStream:
             return 2.0
         if self.drain.start >= 0:
             return 1.0 + self.drain.done
-        return self.visible.done if self.visible is not None else 0.0
+        return self._own(self.visible.done) if self.visible is not None else 0.0
 
     def pending_lines(self) -> tuple[np.ndarray, np.ndarray]:
         """The lines whose writes have not all drained, sorted, each with its last
@@ -125,7 +128,7 @@ class WriteStream:
     def drained(self, key: float):
         """Event that fires once every line up to drain position ``key`` has drained."""
         if key <= 1.0:
-            return self.visible.network.milestone(self.visible, key)
+            return self.visible.network.milestone(self.visible, self._on_flow(key))
         event = self.device.event_source()
         if self.drain.start >= 0:
             chained = self.drain.network.milestone(self.drain, key - 1.0)
@@ -146,6 +149,7 @@ class WriteStream:
         ``write_queue`` of them at once), less the share ``progress`` of its whole idle
         need that the flow's own alone time counts."""
         queue = self.device.write_queue
+        progress = self._own(progress)
         moved = self.held + progress * (self.writes - self.held)
         reached = self.per_write * np.maximum(moved - queue, 0)
         whole = self.per_write * np.maximum(self.writes - queue, 0)
@@ -158,7 +162,7 @@ class WriteStream:
         listeners = self.device.write_listeners
         self.persisted = int(self.addresses.size)
         if listeners or flow.done < 1.0:
-            accept = self.accept()
+            accept = self._on_flow(self.accept())
             reached = accept <= flow.done + 1e-9
             self.persisted = int(reached.sum())
             if listeners:
@@ -167,7 +171,8 @@ class WriteStream:
                     listener(persisted)
         network = flow.network
         if flow.done < 1.0:  # stopped: what reached the WPQ still drains
-            scaled = {k: v * flow.done for k, v in self.drain.needs.items()}
+            done = self._own(flow.done)
+            scaled = {k: v * done for k, v in self.drain.needs.items()}
             self.drain.needs = {k: v for k, v in scaled.items() if v > 0}
             self.drain.owner = flow.owner
             network.start(self.drain)
@@ -178,7 +183,9 @@ class WriteStream:
 
     def _persist_ticks(self, flow: Flow, accept: np.ndarray, reached: np.ndarray):
         """The requests ``reached`` and the tick each entered the persistence domain."""
-        idle_issue = flow.start + np.arange(accept.size) * self.issue_step
+        # issued not before the streams ahead of it in its flow
+        begin = flow.start if self.share[0] == 0 else float(flow.tick_at(self.share[0]))
+        idle_issue = begin + np.arange(accept.size) * self.issue_step
         accepted_all = np.maximum(flow.tick_at(np.minimum(accept, flow.done)), idle_issue)
         accepted = accepted_all[reached]
         if self.device.effective_domain() == "adr":  # durable once the WPQ has accepted it
@@ -203,12 +210,22 @@ class WriteStream:
         served (request k at the progress of the k requests before it)."""
         count = idle.size
         if not math.isfinite(self.window):
-            return flow.tick_at(np.arange(count) / max(count, 1))
+            return flow.tick_at(self._on_flow(np.arange(count) / max(count, 1)))
         lag = int(self.window)
         issued = idle.copy()
         if lag < count:
             issued[lag:] = np.maximum(idle[lag:], accepted[: count - lag])
         return np.maximum.accumulate(issued)  # requests leave in order
+
+    def _on_flow(self, own: np.ndarray | float) -> np.ndarray | float:
+        """The flow's progress at the stream's own progress ``own``."""
+        lo, hi = self.share
+        return lo + own * (hi - lo)
+
+    def _own(self, done: float) -> float:
+        """The stream's own progress at the flow's ``done``."""
+        lo, hi = self.share
+        return min(max((done - lo) / (hi - lo), 0.0), 1.0)
 
     def _drained(self, _flow: Flow) -> None:
         """No read waits on a drained stream: its per-request arrays go now, not when
