@@ -494,7 +494,18 @@ def report(result: dict) -> int:
             f"loaded latency {stream['loaded_latency_ns']:.1f} ns"
         )
     total = result["total_bandwidth_gbps"]
-    print(f"idle latency {result['latency_ns']:.1f} ns, total {total:.3f} GB/s")
+    print(
+        f"idle latency {result['latency_ns']:.1f} ns, total {total:.3f} GB/s, "
+        f"{100 * result['efficiency']:.1f}% of the media's peak"
+    )
+    base = result.get("baseline")
+    if base:
+        print(
+            f"baseline {base['device']}: idle latency {base['latency_ns']:.1f} ns "
+            f"(x{base['latency_ratio']:.2f} here), total {base['total_bandwidth_gbps']:.3f} GB/s, "
+            f"{100 * base['efficiency']:.1f}% of its peak ({base['efficiency_gap_pp']:+.1f} "
+            "points here)"
+        )
     return 0
 
 
