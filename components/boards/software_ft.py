@@ -263,10 +263,10 @@ class CprCheckpoint(SoftwareCheckpoint):
             object.__setattr__(self, "_uses", np.zeros(board.layout.total_rows, np.int64))
         np.add.at(self._uses, np.asarray(demand.lookup.rows, np.int64), 1)
 
-    def most_used(self, board) -> np.ndarray:
+    def most_used(self, total_rows: int) -> np.ndarray:
         """The ceil(share x rows) rows looked up most often (ties: lower row first) that
         were looked up at all, in row order."""
-        count = math.ceil(self.mfu_share * board.layout.total_rows)
+        count = math.ceil(self.mfu_share * total_rows)
         used = np.flatnonzero(self._uses)
         order = np.lexsort((used, -self._uses[used]))
         return np.sort(used[order[:count]])
@@ -280,12 +280,14 @@ class CprCheckpoint(SoftwareCheckpoint):
         rng = np.random.default_rng([self.seed, SSU_STREAM, checkpoint])
         return np.sort(rng.choice(used, size=count, replace=False))
 
-    def take(self, board, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
-        n, data = ops.batch, board.layout.regions()["data"][1]
-        row_bytes, mlps = board.layout.row_bytes, ops.demand.mlp_param_bytes
+    def choose(self, data: int, row_bytes: int, mlps: int, index: int) -> np.ndarray | None:
+        """The rows checkpoint ``index`` saves (None: every row, a full one), from the
+        uses tracked since the previous one (then cleared): prioritised rows after a
+        full checkpoint, a new full one once they would outgrow it."""
         rows, kind = None, self.prioritised
         if kind is not None and self._full:
-            rows = self.most_used(board) if kind == "mfu" else self.sub_sampled(len(self.taken))
+            total = data // row_bytes
+            rows = self.most_used(total) if kind == "mfu" else self.sub_sampled(index)
             if self._since_full + len(rows) * row_bytes + mlps > self._full:
                 rows = None  # a new baseline: recovery would read more than a full one
         if self._uses is not None:
@@ -296,6 +298,13 @@ class CprCheckpoint(SoftwareCheckpoint):
             object.__setattr__(self, "_since_full", 0)
         else:
             object.__setattr__(self, "_since_full", self._since_full + stored)
+        return rows
+
+    def take(self, board, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
+        n, data = ops.batch, board.layout.regions()["data"][1]
+        row_bytes, mlps = board.layout.row_bytes, ops.demand.mlp_param_bytes
+        rows = self.choose(data, row_bytes, mlps, len(self.taken))
+        stored = (data if rows is None else len(rows) * row_bytes) + mlps
         self.checkpoints += 1
         self.checkpointRows += data // row_bytes if rows is None else len(rows)
 
