@@ -177,6 +177,8 @@ def report(rows, args, batch_s: float) -> str:
 
 
 def plot(rows, outdir: Path) -> None:
+    """Top row: overhead (save + load + rerun) against the nodes, per MTBF; bottom row:
+    the samples partial recovery gives up (full recovery loses none: not drawn)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -185,23 +187,46 @@ def plot(rows, outdir: Path) -> None:
 
     mtbfs = list(dict.fromkeys(m for _, m, _ in rows))
     counts = sorted({n for n, _, _ in rows})
-    fig, axes = plt.subplots(1, len(mtbfs), figsize=(4.5 * len(mtbfs), 4.2), squeeze=False)
-    for ax, mtbf in zip(axes[0], mtbfs, strict=True):
-        for name in dict.fromkeys(r.scheme.name for _, m, r in rows if m == mtbf):
-            points = [(n, r.overhead) for n, m, r in rows if m == mtbf and r.scheme.name == name]
-            ax.plot(*zip(*points, strict=True), marker="o", label=name)
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(counts, [str(c) for c in counts])
-        ax.minorticks_off()
-        ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(PercentFormatter(xmax=1, decimals=None))
-        ax.set_xlabel("shards (nodes)")
-        ax.set_ylabel("overhead: save + load + rerun (% of wall time)")
-        ax.set_title(f"MTBF {mtbf / 3600:g} h", fontsize=9)
-        ax.legend(fontsize=7)
+    names = list(dict.fromkeys(r.scheme.name for _, _, r in rows))
+    styles = {
+        name: ("o^sDvP<>"[i % 8], "--" if "SSU" in name else "-", f"C{i % 10}")
+        for i, name in enumerate(names)
+    }  # one look per scheme in every panel
+    fig, axes = plt.subplots(2, len(mtbfs), figsize=(5 * len(mtbfs), 8), squeeze=False)
+    for col, mtbf in enumerate(mtbfs):
+        for row, (what, label) in enumerate((
+            ("overhead", "overhead: save + load + rerun (% of wall time)"),
+            ("lost_share", "samples whose updates were lost (% of samples)"),
+        )):  # fmt: skip
+            ax = axes[row][col]
+            for name in names:
+                mine = [(n, r) for n, m, r in rows if m == mtbf and r.scheme.name == name]
+                points = [(n, getattr(r, what)) for n, r in mine if getattr(r, what) > 0]
+                if points:
+                    marker, line, color = styles[name]
+                    ax.plot(*zip(*points, strict=True), marker=marker, linestyle=line,
+                            color=color, label=legend_label(name))  # fmt: skip
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(counts, [str(c) for c in counts])
+            ax.minorticks_off()
+            ax.set_yscale("log")
+            ax.yaxis.set_major_formatter(PercentFormatter(xmax=1, decimals=None))
+            ax.set_xlabel("shards (nodes, each saving its share in parallel)")
+            ax.set_ylabel(label)
+            ax.set_title(f"MTBF {mtbf / 3600:g} h", fontsize=9)
+            ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(outdir / "overhead.png", dpi=120)
     plt.close(fig)
+
+
+def legend_label(name: str) -> str:
+    """A scheme's name for the legend: a prioritised one's share as a percentage."""
+    for kind in ("MFU", "SSU"):
+        if f"{kind} " in name:
+            share = float(name.rsplit(" ", 1)[1])
+            return f"partial, CPR-{kind} ({share:.3g} of rows per checkpoint)"
+    return name.replace("lost share <= ", "interval: lost share <= ")
 
 
 def main(argv: list[str] | None = None) -> int:
