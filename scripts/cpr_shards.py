@@ -2,6 +2,7 @@
 
     python scripts/cpr_shards.py --outdir cpr [--system pmem] [--model rm1]
         [--shards 1,2,4,8,16] [--mtbf 3600,86400] [--target 0.01] [--store table2-ssd]
+        [--shares 0.125]
 
 Each of N nodes like ``--system``'s host holds 1/N of the tables and checkpoints its
 shard to a store of its own (``--store``); a failure takes one node down. Full
@@ -12,7 +13,13 @@ checkpoint up. The engine times one shard's save and load
 ``--checkpoint none``); long runs of ``--days`` days under exponential failures
 (simulate/failures/partial.py) report save, load and rerun time and the lost samples
 separately, at Young's interval and, for partial recovery, at the longest interval whose
-expected lost share stays within ``--target``. Writes REPORT.md and overhead.png.
+expected lost share stays within ``--target``. CPR's prioritised checkpoints ("partial,
+MFU r" and "partial, SSU r" for each r of ``--shares``: after a full checkpoint, ones
+of the most used rows, or of a uniform sample of the used rows, r of them, until they
+would outgrow a full one) run with partial recovery at Young's interval on their mean
+save; the engine times their save (simulate/failures/costs.cpr_prioritised_costs), and
+their lost samples add the updates to rows they did not save
+(simulate/failures/partial.py). Writes REPORT.md and overhead.png.
 docs/software_ft.md discusses it.
 """
 
@@ -33,7 +40,11 @@ import numpy as np  # noqa: E402
 from components.boards.software_ft import SOFTWARE_FT_SYSTEMS  # noqa: E402
 from components.memory.stores import DEFAULT_STORE, STORES  # noqa: E402
 from components.sim.outputs import replacing_dir  # noqa: E402
-from simulate.failures.costs import cpr_shard_costs, timed_run  # noqa: E402
+from simulate.failures.costs import (  # noqa: E402
+    cpr_prioritised_costs,
+    cpr_shard_costs,
+    timed_run,
+)
 from simulate.failures.goodput import exponential_gaps, young_interval  # noqa: E402
 from simulate.failures.long_run_args import check_long_runs, check_progress, number_list  # noqa: E402
 from simulate.failures.partial import ShardedScheme, lost_share_interval, sharded_run  # noqa: E402
@@ -56,6 +67,9 @@ def parse_args(argv: list[str] | None):
     parser.add_argument("--days", type=float, default=30.0, help="training days per long run")
     parser.add_argument("--store", default=DEFAULT_STORE)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--shares", default="0.125", help="rows per MFU / SSU checkpoint, comma-separated"
+    )
     args = parser.parse_args(argv)
     if args.system not in SOFTWARE_FT_SYSTEMS:
         raise UsageError(f"--system {args.system!r}: one of {', '.join(SOFTWARE_FT_SYSTEMS)}")
@@ -67,6 +81,9 @@ def parse_args(argv: list[str] | None):
     args.mtbf = number_list(args.mtbf, "--mtbf")
     if not (np.isfinite(args.target) and 0 < args.target < 1):
         raise UsageError(f"--target must be in (0, 1), got {args.target}")
+    args.shares = number_list(args.shares, "--shares")
+    if not all(0 < r < 1 for r in args.shares):
+        raise UsageError(f"--shares must be in (0, 1), got {args.shares}")
     check_long_runs(args.mtbf, args.days)
     check_seed(args.seed)
     check_outdir(args.outdir)
@@ -96,12 +113,38 @@ def compare(args) -> int:
                 n = int(args.days * 86400 / (batch_s + costs["save_s"] / interval))
                 run = sharded_run(scheme, n, samples, exponential_gaps(mtbf, args.seed))
                 rows.append((shards, mtbf, run))
+            for share in args.shares:
+                for kind in ("mfu", "ssu"):
+                    scheme = prioritised(base, costs, shards, mtbf, batch_s, share, kind)
+                    mean = (scheme.save_s + scheme.chain * scheme.partial_save_s) / (
+                        scheme.chain + 1
+                    )
+                    n = int(args.days * 86400 / (batch_s + mean / scheme.interval))
+                    run = sharded_run(scheme, n, samples, exponential_gaps(mtbf, args.seed))
+                    rows.append((shards, mtbf, run))
     text = report(rows, args, batch_s)
     with replacing_dir(Path(args.outdir), OWNED) as staging:
         (staging / "REPORT.md").write_text(text)
         plot(rows, staging)
     print(text)
     return 0
+
+
+def prioritised(base, costs, shards, mtbf, batch_s, share, kind) -> ShardedScheme:
+    """Partial recovery with CPR-MFU or CPR-SSU checkpoints of ``share`` of the rows, at
+    Young's interval on their mean save (full and prioritised ones over a chain): the
+    interval sets the rows a checkpoint saves, which set its save, so three rounds
+    from the full checkpoint's interval settle it."""
+    interval, mean = young_interval(costs["save_s"], mtbf, batch_s), costs["save_s"]
+    for _ in range(3):
+        chosen = cpr_prioritised_costs(base, shards, interval, share, kind)
+        mean = (costs["save_s"] + chosen["chain"] * chosen["save_s"]) / (chosen["chain"] + 1)
+        interval = young_interval(mean, mtbf, batch_s)
+    chosen = cpr_prioritised_costs(base, shards, interval, share, kind)
+    return ShardedScheme(
+        f"partial, {kind.upper()} {share:g}", batch_s, costs["save_s"], costs["load_s"],
+        interval, shards, True, kind, chosen["chain"], chosen["save_s"], chosen["coverage"],
+    )  # fmt: skip
 
 
 def report(rows, args, batch_s: float) -> str:
@@ -112,14 +155,20 @@ def report(rows, args, batch_s: float) -> str:
         f"Batch {batch_s * 1e3:.3f} ms; store {args.store}; save and load are one shard's "
         "(the nodes work in parallel).",
         "",
+        "Prioritised rows (MFU, SSU): save is the full checkpoint's / a prioritised one's, "
+        "chain the prioritised ones per full one.",
+        "",
         "| shards | MTBF (h) | recovery | interval (batches) | save (s) | load (s) | failures | "
         "saving | loading | rerunning | overhead | lost share |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for shards, mtbf, run in rows:
         s = run.scheme
+        save = f"{s.save_s:.4g}"
+        if s.prioritised is not None:
+            save += f" / {s.partial_save_s:.4g} (chain {s.chain})"
         lines.append(
-            f"| {shards} | {mtbf / 3600:g} | {s.name} | {s.interval:,} | {s.save_s:.4g} | "
+            f"| {shards} | {mtbf / 3600:g} | {s.name} | {s.interval:,} | {save} | "
             f"{s.load_s:.4g} | {run.failures} | {run.save_s / run.wall_s:.2%} | "
             f"{run.load_s / run.wall_s:.2%} | {run.rerun_s / run.wall_s:.2%} | "
             f"{run.overhead:.2%} | {run.lost_share:.3%} |"
@@ -128,6 +177,8 @@ def report(rows, args, batch_s: float) -> str:
 
 
 def plot(rows, outdir: Path) -> None:
+    """Top row: overhead (save + load + rerun) against the nodes, per MTBF; bottom row:
+    the samples partial recovery gives up (full recovery loses none: not drawn)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -136,23 +187,46 @@ def plot(rows, outdir: Path) -> None:
 
     mtbfs = list(dict.fromkeys(m for _, m, _ in rows))
     counts = sorted({n for n, _, _ in rows})
-    fig, axes = plt.subplots(1, len(mtbfs), figsize=(4.5 * len(mtbfs), 4.2), squeeze=False)
-    for ax, mtbf in zip(axes[0], mtbfs, strict=True):
-        for name in dict.fromkeys(r.scheme.name for _, m, r in rows if m == mtbf):
-            points = [(n, r.overhead) for n, m, r in rows if m == mtbf and r.scheme.name == name]
-            ax.plot(*zip(*points, strict=True), marker="o", label=name)
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(counts, [str(c) for c in counts])
-        ax.minorticks_off()
-        ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(PercentFormatter(xmax=1, decimals=None))
-        ax.set_xlabel("shards (nodes)")
-        ax.set_ylabel("overhead: save + load + rerun (% of wall time)")
-        ax.set_title(f"MTBF {mtbf / 3600:g} h", fontsize=9)
-        ax.legend(fontsize=7)
+    names = list(dict.fromkeys(r.scheme.name for _, _, r in rows))
+    styles = {
+        name: ("o^sDvP<>"[i % 8], "--" if "SSU" in name else "-", f"C{i % 10}")
+        for i, name in enumerate(names)
+    }  # one look per scheme in every panel
+    fig, axes = plt.subplots(2, len(mtbfs), figsize=(5 * len(mtbfs), 8), squeeze=False)
+    for col, mtbf in enumerate(mtbfs):
+        for row, (what, label) in enumerate((
+            ("overhead", "overhead: save + load + rerun (% of wall time)"),
+            ("lost_share", "samples whose updates were lost (% of samples)"),
+        )):  # fmt: skip
+            ax = axes[row][col]
+            for name in names:
+                mine = [(n, r) for n, m, r in rows if m == mtbf and r.scheme.name == name]
+                points = [(n, getattr(r, what)) for n, r in mine if getattr(r, what) > 0]
+                if points:
+                    marker, line, color = styles[name]
+                    ax.plot(*zip(*points, strict=True), marker=marker, linestyle=line,
+                            color=color, label=legend_label(name))  # fmt: skip
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(counts, [str(c) for c in counts])
+            ax.minorticks_off()
+            ax.set_yscale("log")
+            ax.yaxis.set_major_formatter(PercentFormatter(xmax=1, decimals=None))
+            ax.set_xlabel("shards (nodes, each saving its share in parallel)")
+            ax.set_ylabel(label)
+            ax.set_title(f"MTBF {mtbf / 3600:g} h", fontsize=9)
+            ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(outdir / "overhead.png", dpi=120)
     plt.close(fig)
+
+
+def legend_label(name: str) -> str:
+    """A scheme's name for the legend: a prioritised one's share as a percentage."""
+    for kind in ("MFU", "SSU"):
+        if f"{kind} " in name:
+            share = float(name.rsplit(" ", 1)[1])
+            return f"partial, CPR-{kind} ({share:.3g} of rows per checkpoint)"
+    return name.replace("lost share <= ", "interval: lost share <= ")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -342,6 +342,23 @@ class DropsChainForNewFull(ChainRecovery):
         return super().chain(store, tick)
 
 
+class SsuReportsUnsavedRows(CprCheckpoint):
+    """CPR-SSU (a quarter of the used rows) whose log says each partial checkpoint saved
+    every row used since the previous one, while its op reads and writes only the
+    sample: the store holds what the log says, the oracle what the op read."""
+
+    def __init__(self, **overrides) -> None:
+        overrides.setdefault("ssu_share", 0.25)
+        super().__init__(**overrides)
+
+    def take(self, board, ops, prev):
+        used = np.zeros(0, np.int64) if self._uses is None else np.flatnonzero(self._uses)
+        taken = super().take(board, ops, prev)
+        if self.taken[-1].rows is not None:
+            self.taken[-1] = replace(self.taken[-1], rows=np.union1d(self.taken[-1].rows, used))
+        return taken
+
+
 FT_MUTANTS = [
     ("check-n-run", "none", TrustsTornCheckpoint),
     ("cpr", "none", TrustsTornCheckpoint),
@@ -350,6 +367,7 @@ FT_MUTANTS = [
     ("check-n-run", "4", TruncatingQuantizer),
     ("cpr", "none", CprKeepsLostUpdates),
     ("check-n-run", "none", DropsChainForNewFull),
+    ("cpr", "none", SsuReportsUnsavedRows),
 ]
 """(--checkpoint, --quantize, mutant): broken recoveries (ChainRecovery subclasses) and a
 broken policy (a CheckNRunCheckpoint subclass), each breaking one guarantee."""

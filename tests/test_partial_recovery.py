@@ -15,8 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from components.sim.engine import Engine
+from components.sim.schedule import Scheduler
 from components.sim.units import TICKS_PER_SECOND
-from simulate.failures.costs import cpr_costs, cpr_shard_costs
+from simulate.failures.costs import cpr_costs, cpr_prioritised_costs, cpr_shard_costs
 from simulate.failures.goodput import Scheme, exponential_gaps, long_run
 from simulate.failures.partial import ShardedScheme, lost_share_interval, sharded_run
 from simulate.run.configure import connected_board
@@ -100,9 +102,6 @@ def test_a_shards_save_and_load_are_its_bytes_over_the_stores_bandwidth():
     to the store at the store's write bandwidth, after the MLP pull; the load the shard
     back at the read bandwidth. One node of one is CPR's whole checkpoint."""
     options = RunOptions(system="pmem", model="rmc1", batch_size=64, checkpoint="none")
-    from components.sim.engine import Engine
-    from components.sim.schedule import Scheduler
-
     engine = Engine()
     cpr = replace(options, checkpoint="cpr")
     board = connected_board(cpr, get_model("rmc1"), 64, engine, Scheduler(engine))
@@ -177,3 +176,70 @@ def test_the_scripts_bad_arguments_are_one_line(tmp_path, args):
     )  # fmt: skip
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1 and "cpr_shards.py: error:" in lines[0]
+
+
+# CPR's prioritised checkpoints: 1 s batches, every 3 batches; a full save of 2 s, then
+# two prioritised ones of 0.5 s (a 12 s cycle: 3 + 2, 3 + 0.5, 3 + 0.5); 4 shards
+MFU = ShardedScheme("mfu", 1.0, 2.0, 5.0, 3, 4, True, "mfu", 2, 0.5, 0.75)
+SSU = replace(MFU, name="ssu", prioritised="ssu")
+
+
+def test_a_prioritised_chain_loses_the_unsaved_rows_updates_since_the_full_one():
+    """Failure at 22 s: one cycle (12 s), then the full (5 s) and one prioritised (3.5 s)
+    checkpoint, 1.5 s into the next interval: 1 batch since, one prioritised checkpoint
+    after the full one. MFU misses 1 - 0.75 of that interval's 3 batches' updates, SSU
+    (1 - 0.75)^1 of them: 1 + 0.75 batches of the shard's updates, 64 / 4 samples each.
+    14 batches left: 4 checkpoints from a new cycle (2 full, 2 prioritised: 5 s)."""
+    for scheme in (MFU, SSU):
+        run = sharded_run(scheme, 30, 64, [22.0, math.inf])
+        assert run.lost_samples == pytest.approx((1 + 0.75) * 64 / 4)
+        assert run.rerun_s == pytest.approx(0.5)
+        assert run.save_s == pytest.approx(3 + 2 + 0.5 + 5)
+        assert run.wall_s == pytest.approx(22 + 5 + 14 + 5)
+
+
+def test_right_after_a_cycle_the_whole_chain_counts_and_mfu_and_ssu_part():
+    """Failure at 12.5 s: the cycle's full and both prioritised checkpoints done, 0
+    batches since. MFU: 2 intervals x 3 batches x 0.25; SSU: 3 x (0.25 + 0.25^2)."""
+    mfu = sharded_run(MFU, 30, 64, [12.5, math.inf])
+    ssu = sharded_run(SSU, 30, 64, [12.5, math.inf])
+    assert mfu.lost_samples == pytest.approx(2 * 3 * 0.25 * 16)
+    assert ssu.lost_samples == pytest.approx(3 * (0.25 + 0.0625) * 16)
+
+
+@settings(max_examples=60, deadline=None)
+@given(schemes, st.floats(0.0, 3.0), st.integers(0, 6), st.floats(0.0, 1.0),
+       st.sampled_from(["mfu", "ssu"]), st.integers(1, 60), gaps)  # fmt: skip
+def test_prioritised_runs_keep_the_time_identity_and_lose_at_least_the_batches_since(
+    params, partial_save, chain, coverage, kind, batches, gaps
+):
+    batch, save, load, interval = params
+    scheme = ShardedScheme("p", batch, save, load, interval, 4, True, kind, chain,
+                           partial_save, coverage)  # fmt: skip
+    run = sharded_run(scheme, batches, 8, gaps)
+    assert run.wall_s == pytest.approx(batches * batch + run.save_s + run.load_s + run.rerun_s)
+    plain = sharded_run(replace(scheme, prioritised=None), batches, 8, gaps)
+    assert run.lost_samples >= plain.lost_samples - 1e-9
+    full_coverage = sharded_run(replace(scheme, coverage=1.0), batches, 8, gaps)
+    assert full_coverage.lost_samples == pytest.approx(plain.lost_samples)
+
+
+def test_a_prioritised_checkpoint_stores_its_rows_and_the_mlps_and_saves_faster():
+    """RMC1 on 4 nodes: MFU of an eighth of a shard's rows stores those rows x row bytes
+    plus the MLPs, its save is at least those bytes over the store's write bandwidth and
+    under the full save; the chain is as many as fit in a full checkpoint's bytes."""
+    options = RunOptions(system="pmem", model="rmc1", batch_size=64, checkpoint="none")
+    engine = Engine()
+    cpr = replace(options, checkpoint="cpr")
+    board = connected_board(cpr, get_model("rmc1"), 64, engine, Scheduler(engine))
+    data, row_bytes = board.layout.regions()["data"][1], board.layout.row_bytes
+    mlps = board.layout.mlp_bytes
+    got = cpr_prioritised_costs(options, 4, 10_000, 0.125, "mfu")
+    assert got["rows"] == math.ceil(0.125 * (data // row_bytes // 4))
+    assert got["stored"] == got["rows"] * row_bytes + mlps
+    assert got["chain"] == (data // 4 + mlps) // got["stored"]
+    assert got["stored"] / board.ft.store.write_bandwidth < got["save_s"]
+    assert got["save_s"] < cpr_shard_costs(options, 4)["save_s"]
+    assert 0.125 < got["coverage"] < 1  # the most popular rows draw more than their share
+    ssu = cpr_prioritised_costs(options, 4, 10_000, 0.125, "ssu")
+    assert ssu["coverage"] == 0.125 and ssu["rows"] <= got["rows"]

@@ -68,8 +68,9 @@ def test_the_script_checks_a_software_policy(tmp_path):
     assert summary["violations"] == 0 and summary["guarantee"]["policy"] == "cpr"
 
 
-def test_cpr_mfu_partial_checkpoints_check_clean_and_catch_broken_recoveries():
-    options = replace(software_run("cpr"), sets=[("board.ft.mfu_share", "0.25")])
+@pytest.mark.parametrize("share", ["board.ft.mfu_share", "board.ft.ssu_share"])
+def test_cpr_mfu_partial_checkpoints_check_clean_and_catch_broken_recoveries(share):
+    options = replace(software_run("cpr"), sets=[(share, "0.25")])
     assert crashcheck(options).violations == []
     for mutant in (TrustsTornCheckpoint, DropsChainForNewFull):
         assert crashcheck(options, protocol_class=mutant).violations, mutant.__name__

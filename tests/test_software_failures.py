@@ -222,8 +222,9 @@ def test_a_cpr_mfu_checkpoint_saves_the_rows_looked_up_most_since_the_last_one()
     assert partial.stored == len(want) * spec.embedding_dim * 4 + spec.mlp_param_count * 4
 
 
-def test_cpr_mfu_recovers_each_row_as_last_saved_not_the_checkpoints_whole_state():
-    options = tiny("cpr", sets=MFU)
+@pytest.mark.parametrize("share", ["board.ft.mfu_share", "board.ft.ssu_share"])
+def test_cpr_mfu_recovers_each_row_as_last_saved_not_the_checkpoints_whole_state(share):
+    options = tiny("cpr", sets=[(share, "0.25")])
     stretch = run_stretch(options)
     partial = [t for t in stretch.board.ft.taken if not t.full][0]
     end = partial.write.record.end

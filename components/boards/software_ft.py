@@ -47,6 +47,7 @@ from components.sim.units import TICKS_PER_SECOND
 
 _CPR = "CPR (Maeng et al., MLSys 2021)"
 _CNR = "Check-N-Run (Eisenman et al., NSDI 2022)"
+SSU_STREAM = 0x55  # CPR-SSU's samples: the generator stream beside the run's seed
 
 
 @dataclass
@@ -210,10 +211,12 @@ def bulk_stage(*parts: tuple[str, object, int], latency: int = 0) -> Stage:
 
 
 class CprCheckpoint(SoftwareCheckpoint):
-    """Full checkpoints, training paused; partial recovery without replay. With
-    ``mfu_share`` < 1, CPR-MFU: after a full checkpoint, each one saves only the rows
-    looked up most often since the previous one (the rest keep their older saved
-    values), until those partial checkpoints would outgrow a full one."""
+    """Full checkpoints, training paused; partial recovery without replay. After a full
+    checkpoint, CPR's prioritised ones save only some rows (the rest keep their older
+    saved values), until those partial checkpoints would outgrow a full one: with
+    ``mfu_share`` < 1 (CPR-MFU) the rows looked up most often since the previous
+    checkpoint; with ``ssu_share`` < 1 (CPR-SSU) a seeded uniform sample of the rows
+    looked up at all since then (no per-row counters). At most one of them is below 1."""
 
     policy = "cpr"
     mfu_share = Float(
@@ -224,34 +227,67 @@ class CprCheckpoint(SoftwareCheckpoint):
         low=1e-9,
         high=1.0,
     )
+    ssu_share = Float(
+        1.0,
+        "share of the rows looked up since the previous checkpoint that a checkpoint after "
+        "a full one saves, a uniform sample seeded from the run's seed (CPR-SSU); 1: every "
+        "checkpoint full",
+        f"{_CPR}, section 5: SSU checkpoints save a random sub-sample of the rows used "
+        "since the last checkpoint, tracked without MFU's access counters",
+        low=1e-9,
+        high=1.0,
+    )
 
     def __init__(self, **overrides) -> None:
         super().__init__(**overrides)
         object.__setattr__(self, "_uses", None)  # lookups per row since the last checkpoint
         object.__setattr__(self, "_full", 0)  # bytes of the last full checkpoint
         object.__setattr__(self, "_since_full", 0)  # partial bytes stored after it
+        object.__setattr__(self, "seed", 0)  # the run's seed: SSU's samples derive from it
+
+    @property
+    def prioritised(self) -> str | None:
+        """ "mfu", "ssu", or None (every checkpoint full)."""
+        if self.mfu_share < 1 and self.ssu_share < 1:
+            raise ValueError(
+                "board.ft.mfu_share and board.ft.ssu_share are alternatives (CPR-MFU or "
+                f"CPR-SSU): set one of them below 1, not both ({self.mfu_share:g}, "
+                f"{self.ssu_share:g})"
+            )
+        return "mfu" if self.mfu_share < 1 else "ssu" if self.ssu_share < 1 else None
 
     def _track(self, board, demand) -> None:
-        if self.mfu_share >= 1:
+        if self.prioritised is None:
             return
         if self._uses is None:
             object.__setattr__(self, "_uses", np.zeros(board.layout.total_rows, np.int64))
         np.add.at(self._uses, np.asarray(demand.lookup.rows, np.int64), 1)
 
-    def most_used(self, board) -> np.ndarray:
+    def most_used(self, total_rows: int) -> np.ndarray:
         """The ceil(share x rows) rows looked up most often (ties: lower row first) that
         were looked up at all, in row order."""
-        count = math.ceil(self.mfu_share * board.layout.total_rows)
+        count = math.ceil(self.mfu_share * total_rows)
         used = np.flatnonzero(self._uses)
         order = np.lexsort((used, -self._uses[used]))
         return np.sort(used[order[:count]])
 
-    def take(self, board, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
-        n, data = ops.batch, board.layout.regions()["data"][1]
-        row_bytes, mlps = board.layout.row_bytes, ops.demand.mlp_param_bytes
-        rows = None
-        if self.mfu_share < 1 and self._full:
-            rows = self.most_used(board)
+    def sub_sampled(self, checkpoint: int) -> np.ndarray:
+        """CPR-SSU: ceil(share x used) of the rows looked up since the previous
+        checkpoint, drawn uniformly without replacement by a generator seeded with the
+        run's seed and the checkpoint's index, in row order."""
+        used = np.flatnonzero(self._uses)
+        count = math.ceil(self.ssu_share * len(used))
+        rng = np.random.default_rng([self.seed, SSU_STREAM, checkpoint])
+        return np.sort(rng.choice(used, size=count, replace=False))
+
+    def choose(self, data: int, row_bytes: int, mlps: int, index: int) -> np.ndarray | None:
+        """The rows checkpoint ``index`` saves (None: every row, a full one), from the
+        uses tracked since the previous one (then cleared): prioritised rows after a
+        full checkpoint, a new full one once they would outgrow it."""
+        rows, kind = None, self.prioritised
+        if kind is not None and self._full:
+            total = data // row_bytes
+            rows = self.most_used(total) if kind == "mfu" else self.sub_sampled(index)
             if self._since_full + len(rows) * row_bytes + mlps > self._full:
                 rows = None  # a new baseline: recovery would read more than a full one
         if self._uses is not None:
@@ -262,6 +298,13 @@ class CprCheckpoint(SoftwareCheckpoint):
             object.__setattr__(self, "_since_full", 0)
         else:
             object.__setattr__(self, "_since_full", self._since_full + stored)
+        return rows
+
+    def take(self, board, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
+        n, data = ops.batch, board.layout.regions()["data"][1]
+        row_bytes, mlps = board.layout.row_bytes, ops.demand.mlp_param_bytes
+        rows = self.choose(data, row_bytes, mlps, len(self.taken))
+        stored = (data if rows is None else len(rows) * row_bytes) + mlps
         self.checkpoints += 1
         self.checkpointRows += data // row_bytes if rows is None else len(rows)
 
@@ -270,23 +313,29 @@ class CprCheckpoint(SoftwareCheckpoint):
             if rows is None:
                 yield self.dump(board, stored)
                 return
-            start = board.layout.regions()["data"][0]
-            addresses = start + rows * row_bytes
-            read = board.checkpoint_source().read(
-                addresses, row_bytes, board.host.outstanding(row_bytes)
-            )
-            yield stage(read, latency=board.host.op_overhead)
-            self.checkpointBytes += stored
-            yield bulk_stage(("write", self.store, stored), latency=board.host.op_overhead)
+            yield from self.save_rows(board, rows, stored)
 
         deps = [ops.update, ops.bottom_bwd]
         op = board.scheduler.op("cpr_checkpoint", "checkpoint", n, self.unit, body, deps)
         self.taken.append(Taken(n, rows, stored, op))
         return [op]
 
+    def save_rows(self, board, rows: np.ndarray, stored: int) -> Iterator[Stage]:
+        """A prioritised checkpoint's copy: ``rows`` (flat row indices) read scattered
+        from the tables' memory, then ``stored`` bytes (the rows and the MLPs) written to
+        the store."""
+        start, row_bytes = board.layout.regions()["data"][0], board.layout.row_bytes
+        addresses = start + np.asarray(rows, np.int64) * row_bytes
+        read = board.checkpoint_source().read(
+            addresses, row_bytes, board.host.outstanding(row_bytes)
+        )
+        yield stage(read, latency=board.host.op_overhead)
+        self.checkpointBytes += stored
+        yield bulk_stage(("write", self.store, stored), latency=board.host.op_overhead)
+
     @property
     def complete_rows(self) -> bool:
-        return self.mfu_share >= 1
+        return self.prioritised is None
 
 
 class CheckNRunCheckpoint(SoftwareCheckpoint):

@@ -4,6 +4,7 @@ at a given interval, a recovery. ``scripts/compare_ft.py`` strings these into lo
 
 from __future__ import annotations
 
+import math
 import tempfile
 from collections import defaultdict
 from dataclasses import replace
@@ -22,7 +23,7 @@ from simulate.run.job import run_plain
 from simulate.run.options import RunOptions
 from simulate.run.preflight import failure_run
 from workloads.inputs import DEFAULT_ZIPF_EXPONENT
-from workloads.row_union import expected_distinct_rows
+from workloads.row_union import expected_distinct_rows, rank_probabilities
 
 TIMED_ROWS = 1 << 18  # rows of a differential timed in detail; others scale by rows
 
@@ -269,3 +270,62 @@ def cnr_costs(options: RunOptions, interval: int, batch_s: float, rates: dict) -
         "stored_bytes": full_stored + (chain - 1) * diff_stored / 2,
         "rows": rows,
     }
+
+
+def cpr_prioritised_costs(
+    options: RunOptions, shards: int, interval: int, share: float, kind: str
+) -> dict:
+    """One node's prioritised CPR checkpoint (``kind`` "mfu" or "ssu" at ``share``) when
+    ``shards`` nodes each hold 1/shards of the tables, taken every ``interval`` batches:
+    the rows it saves (MFU: ceil(share x the shard's rows), at most the rows the interval
+    used; SSU: share x the rows the interval used, their expected union,
+    workloads/row_union.py), what they cover (MFU: the lookups those most popular rows
+    draw under the generator's law; SSU: the share of used rows), its stored bytes (the
+    rows and the MLPs, which the slowest node saves) and its save, timed on the engine:
+    the MLP pull, the rows' scattered reads from the tables' memory (``TIMED_ROWS`` of
+    them spread over the shard in detail, the rest at that per-row rate), the store
+    write (CprCheckpoint.save_rows). ``chain``: prioritised checkpoints per full one
+    (a new full once the partials would outgrow it)."""
+    cpr = replace(options, checkpoint="cpr")
+    spec, batch_size = resolve_spec(cpr), batch_size_of(cpr)
+    zipf = DEFAULT_ZIPF_EXPONENT if cpr.zipf is None else cpr.zipf
+    layout = _op_value(cpr, lambda b: b.layout)
+    mlps, data, row_bytes = layout.mlp_bytes, layout.regions()["data"][1], layout.row_bytes
+    shard_rows = data // row_bytes // shards
+    (used,) = expected_distinct_rows(spec, batch_size, zipf, np.array([interval])) / shards
+    if kind == "mfu":
+        rows = min(math.ceil(share * shard_rows), int(used))
+        coverage = 1.0 if rows >= used else _top_lookup_share(spec, share, zipf)
+    else:
+        rows, coverage = math.ceil(share * used), share
+    stored = rows * row_bytes + mlps
+    sample = max(min(rows, TIMED_ROWS), 2)
+    step = max(shard_rows // sample, 1)
+
+    def save(count: int):
+        def body(board):
+            yield from board.mlp_to_host(mlps)
+            picked = np.arange(count, dtype=np.int64) * step
+            yield from board.ft.save_rows(board, picked, stored)
+
+        return _op_seconds(cpr, body)
+
+    one, many = save(1), save(sample)
+    return {
+        "save_s": one + (many - one) / (sample - 1) * (rows - 1),
+        "rows": rows,
+        "stored": stored,
+        "coverage": coverage,
+        "chain": int((data // shards + mlps) // stored),
+    }
+
+
+def _top_lookup_share(spec, share: float, exponent: float) -> float:
+    """The share of lookups the ceil(share x n) most popular rows of each table draw
+    (every table's lookups alike)."""
+    sizes = list(spec.rows_per_table)
+    total = 0.0
+    for n in sizes:
+        q = rank_probabilities(n, exponent)
+        total += float(q[: math.ceil(share * n)].sum())
+    return total / len(sizes)

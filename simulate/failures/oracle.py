@@ -393,9 +393,10 @@ def verdict(
 #   it, element by element: half of the row's step, (max - min) / (2^bits - 1) of the
 #   true row, plus FP32 rounding of the reconstruction (a row last written at an older
 #   checkpoint has not changed since, so the true row at b_k is the one quantized);
-#   CPR-MFU's partial checkpoints hold only the rows they chose, so there each row is
-#   owed exactly its value at the newest complete checkpoint that saved it, from the
-#   newest complete full one on (the policy's log says which);
+#   CPR-MFU's and CPR-SSU's partial checkpoints hold only the rows they chose, so there
+#   each row is owed exactly its value at the newest complete checkpoint that saved it,
+#   from the newest complete full one on (the rows its op read from the tables' memory:
+#   the schedule says which, not the policy's log);
 # - MLPs: exactly those after batch b_k (checkpointed at FP32);
 # - resume batch: Check-N-Run replays, b_k + 1; CPR's partial recovery goes on with the
 #   batch the failure interrupted (the ones between are lost); no checkpoint complete
@@ -451,11 +452,21 @@ class Promised:
 
 
 def promised_of(stretch, offset: int, history: StretchHistory) -> list[Promised]:
-    """The stretch's checkpoints, from its policy's log and the ops' end ticks."""
+    """The stretch's checkpoints, from its policy's log and the ops' end ticks; a
+    partial checkpoint of chosen rows (CPR-MFU, CPR-SSU) holds the rows its op read from
+    the tables' memory (the schedule), whatever the log says it saved."""
     return [
-        Promised(t.batch, offset + t.write.record.end, history, t.rows)
+        Promised(t.batch, offset + t.write.record.end, history, saved_rows(stretch, t))
         for t in stretch.board.ft.taken
     ]
+
+
+def saved_rows(stretch, taken) -> np.ndarray | None:
+    """The rows a checkpoint saved: None (every row) for a full one; for a partial one
+    of a policy that chooses its rows, those its write op read from the tables."""
+    if taken.rows is None or stretch.board.ft.complete_rows:
+        return taken.rows
+    return stretch.checkpoint_reads.get(taken.write.record.uid, np.zeros(0, np.int64))
 
 
 @dataclass(frozen=True)
@@ -475,7 +486,7 @@ def want_at(
     complete: bool = True,
 ) -> Want:
     """``complete``: each checkpoint holds every row modified since the previous one
-    (the state at its batch); else (CPR-MFU) each row is owed its value at the newest
+    (the state at its batch); else (CPR-MFU, CPR-SSU) each row is owed its value at the newest
     complete checkpoint that saved it, from the newest complete full one on."""
     done = sorted((p for p in promised if p.end <= tick), key=lambda p: p.end)
     if not done:

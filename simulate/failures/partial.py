@@ -30,6 +30,36 @@ class ShardedScheme:
     interval: int  # batches between checkpoints
     shards: int  # nodes holding a share of the tables each
     partial: bool  # True: only the failed node reloads, its shard's updates are lost
+    # CPR's prioritised checkpoints (None: every checkpoint full): after a full one,
+    # ``chain`` checkpoints of chosen rows, each taking ``partial_save_s``, then a full
+    # one again; "mfu" saves the same most-used rows each time, which hold ``coverage``
+    # of a shard's lookups; "ssu" a fresh uniform sample, ``coverage`` of the used rows
+    prioritised: str | None = None
+    chain: int = 0
+    partial_save_s: float = 0.0
+    coverage: float = 1.0
+
+    def unsaved(self, k: int) -> float:
+        """Batches' worth of the failed shard's updates a recovery loses beyond those
+        since the newest checkpoint, when ``k`` prioritised checkpoints followed the
+        newest full one: a lookup in the interval before prioritised checkpoint j is
+        lost unless a checkpoint from j on saved its row. MFU saves the same rows every
+        time: the lookups of the rows outside them, 1 - coverage of each of the k
+        intervals. SSU samples each used row with probability ``coverage`` at each
+        checkpoint, independently: the interval j back from the newest is lost with
+        (1 - coverage)^j (counting its rows as used again in every later interval,
+        as a period of thousands of batches does with the lookups' popular rows)."""
+        if self.prioritised is None or k == 0:
+            return 0.0
+        if self.prioritised == "mfu":
+            return (1 - self.coverage) * k * self.interval
+        miss = 1 - self.coverage
+        return self.interval * sum(miss**j for j in range(1, k + 1))
+
+    def save_at(self, position: int) -> float:
+        """The save of the checkpoint at ``position`` (0: the first after a start or a
+        recovery, a full one) of its cycle."""
+        return self.save_s if position % (self.chain + 1) == 0 else self.partial_save_s
 
 
 @dataclass(frozen=True)
@@ -72,30 +102,51 @@ def sharded_run(
     scheme: ShardedScheme, batches: int, samples_per_batch: int, gaps: Iterable[float]
 ) -> ShardedRun:
     """Process ``batches`` batches; failures ``gaps`` apart (from the start, or from the
-    end of the last recovery) each take one node down."""
+    end of the last recovery) each take one node down. Checkpoints come every
+    ``interval`` batches from the start or the last recovery, the first of them full
+    (a recovered shard starts a new chain), then ``chain`` prioritised ones, then a
+    full one again.
+
+    Lost samples (partial recovery) are the failed shard's share (1 / shards) of the
+    samples whose updates to it the recovery does not hand back: every batch since the
+    newest checkpoint, and with prioritised checkpoints the updates to rows they did
+    not save since the newest full one (``ShardedScheme.unsaved``), counted as whole
+    batches' worth of the shard's updates. A failure before the first checkpoint after
+    a recovery loses the batches since that recovery only (the older chain's unsaved
+    rows are not counted again)."""
     s = scheme
-    period = s.interval * s.batch_s + s.save_s
+    train = s.interval * s.batch_s
+    cycle = (s.chain + 1) * train + s.save_s + s.chain * s.partial_save_s
     wall = saved = loaded = rerun = lost = 0.0
     processed = failures = 0
     for gap in gaps:
         need = batches - processed
         checkpoints = need // s.interval
-        finish = need * s.batch_s + checkpoints * s.save_s
+        fulls = -(-checkpoints // (s.chain + 1))
+        cost = fulls * s.save_s + (checkpoints - fulls) * s.partial_save_s
+        finish = need * s.batch_s + cost
         if gap >= finish:
             wall += finish
-            saved += checkpoints * s.save_s
+            saved += cost
             break
-        whole, rest = divmod(gap, period)
-        ran = min(rest, s.interval * s.batch_s)  # batch time since the last checkpoint
+        whole, rest = divmod(gap, cycle)  # a cycle: a full checkpoint and its chain
+        saved += whole * (s.save_s + s.chain * s.partial_save_s)
+        done = 0  # checkpoints completed in the cycle the failure hit
+        while rest >= train + s.save_at(done):
+            rest -= train + s.save_at(done)
+            saved += s.save_at(done)
+            done += 1
+        ran = min(rest, train)  # batch time since the last checkpoint
         since = min(int(rest // s.batch_s), s.interval)  # whole batches among it
-        saved += whole * s.save_s + (rest - ran)  # and the share of the one cut
+        saved += rest - ran  # the share of the one cut
         wall += gap + s.load_s
         loaded += s.load_s
         failures += 1
-        processed += int(whole) * s.interval
+        processed += (int(whole) * (s.chain + 1) + done) * s.interval
         if s.partial:  # the other shards keep the batches since; the one in flight reruns
             processed += since
-            lost += since * samples_per_batch / s.shards
+            chained = done - 1 if done else s.chain if whole else 0  # since the full one
+            lost += (since + s.unsaved(chained)) * samples_per_batch / s.shards
             rerun += ran - since * s.batch_s
         else:
             rerun += ran

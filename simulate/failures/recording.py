@@ -179,6 +179,9 @@ class Stretch:
     generator: BatchSource
     layout: ImageLayout | ClusterLayout
     ends: list = field(default_factory=list)
+    # op uid -> table rows its read streams fetched from the tables' memory, for a
+    # policy whose checkpoints save chosen rows (CPR-MFU, CPR-SSU); else empty
+    checkpoint_reads: dict[int, np.ndarray] = field(default_factory=dict)
 
     @property
     def records(self) -> list[OpRecord]:
@@ -246,6 +249,7 @@ def run_stretch(
     board = connected_board(options, spec, batch_size, engine, scheduler)
     layout = image_layout(options, optimizer, board)
     observed = WriteLog.of(board, layout)
+    reads = _checkpoint_reads(board, scheduler)
     model = RecordingDLRM(spec, lr=lr, seed=options.seed, optimizer=optimizer)
     if weights is not None:
         model.load_state(weights)
@@ -274,7 +278,27 @@ def run_stretch(
         generator,
         layout,
         ends,
+        {uid: np.unique(np.concatenate(parts)) for uid, parts in reads.items()},
     )
+
+
+def _checkpoint_reads(board: TrainingBoard, scheduler: Scheduler) -> dict[int, list]:
+    """Listen to the reads of the tables' memory, by op, when the board's policy saves
+    chosen rows (the schedule, not the policy's log, then says which rows a checkpoint
+    holds); the addresses become flat row indices."""
+    ft = getattr(board, "ft", None)
+    reads: dict[int, list] = defaultdict(list)
+    if ft is None or ft.complete_rows:
+        return reads
+    start, row_bytes = board.layout.regions()["data"][0], board.layout.row_bytes
+
+    def heard(issued) -> None:
+        if issued.kind == "read" and scheduler.current is not None:
+            rows = (np.asarray(issued.addresses, np.int64) - start) // row_bytes
+            reads[scheduler.current].append(rows)
+
+    board.checkpoint_source().stream_listeners.append(heard)
+    return reads
 
 
 def image_layout(

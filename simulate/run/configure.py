@@ -13,7 +13,12 @@ from dataclasses import replace
 from components.boards import BOARDS, build_board
 from components.boards.base import TrainingBoard
 from components.boards.disaggregated import DisaggregatedBoard
-from components.boards.software_ft import POLICIES, SOFTWARE_FT_SYSTEMS, SoftwareCheckpoint
+from components.boards.software_ft import (
+    POLICIES,
+    SOFTWARE_FT_SYSTEMS,
+    CprCheckpoint,
+    SoftwareCheckpoint,
+)
 from components.compute.gpu import Gpu
 from components.compute.gpu_presets import apply_preset
 from components.memory.base import MemoryDevice
@@ -103,6 +108,7 @@ def prepare(options: RunOptions) -> tuple[ModelSpec, int, TrainingBoard]:
                 apply_preset(gpu, options.gpu)
     for path, value in options.sets:
         board.set_by_path(path, value)
+    check_prioritised(board)
     spec, batch_size = resolve_spec(options), batch_size_of(options)
     if options.gpu_profile is not None:
         apply_profile(board, options.gpu_profile, spec, batch_size)
@@ -130,7 +136,18 @@ def software_policy(
         policy.quantize = options.quantize
     if options.store is not None:
         apply_store(policy.store, options.store)
+    object.__setattr__(policy, "seed", options.seed)  # CPR-SSU draws its samples from it
     return policy
+
+
+def check_prioritised(board: TrainingBoard) -> None:
+    """CPR-MFU and CPR-SSU are alternatives: both shares below 1 are refused."""
+    for obj in board.descendants():
+        if isinstance(obj, CprCheckpoint):
+            try:
+                obj.prioritised  # noqa: B018 (the property checks the pair)
+            except ValueError as exc:
+                raise UsageError(str(exc)) from None
 
 
 def fresh_board(options: RunOptions) -> TrainingBoard:
