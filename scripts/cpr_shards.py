@@ -213,7 +213,8 @@ def plot(rows, outdir: Path) -> None:
             ax.yaxis.set_major_formatter(PercentFormatter(xmax=1, decimals=None))
             ax.set_xlabel("shards (nodes, each saving its share in parallel)")
             ax.set_ylabel(label)
-            ax.set_title(f"MTBF {mtbf / 3600:g} h", fontsize=9)
+            note = " (full recovery loses none)" if what == "lost_share" else ""
+            ax.set_title(f"MTBF {mtbf / 3600:g} h{note}", fontsize=9)
             ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(outdir / "overhead.png", dpi=120)
