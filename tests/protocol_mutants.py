@@ -418,5 +418,6 @@ SHARDED_FT_MUTANTS = [
     ("check-n-run", "full", FullToAnyDevice),
     ("cpr", "partial", PartialReloadsAll),
     ("cpr", "partial", TrustsTornCheckpoint),
+    ("cpr", "partial", SsuReportsUnsavedRows),
 ]
 """(policy, --recovery, mutant) on cxl-d with several CXL-MEMs: each must be caught."""

@@ -139,6 +139,15 @@ def test_crashcheck_finds_no_violation(policy, recovery, quantize):
     assert report.guarantee["devices"] == 2
 
 
+@pytest.mark.parametrize("knob", ["mfu_share", "ssu_share"])
+def test_prioritised_checkpoints_on_several_devices_are_checked_as_read(knob):
+    """CPR-MFU and CPR-SSU on every shard: the oracle holds each device's rows to what
+    its checkpoint ops read from its PMEM, and the real policies meet it."""
+    sets = [(f"board.shard{m}.ft.{knob}", "0.25") for m in range(2)]
+    report = crashcheck(small("cpr", "partial", interval=4e-4, sets=sets))
+    assert report.violations == [] and report.guarantee["rows"] == "as last saved"
+
+
 @pytest.mark.parametrize(
     ("policy", "recovery", "mutant"),
     SHARDED_FT_MUTANTS,

@@ -461,10 +461,12 @@ def promised_of(stretch, offset: int, history: StretchHistory) -> list[Promised]
     ]
 
 
-def saved_rows(stretch, taken) -> np.ndarray | None:
+def saved_rows(stretch, taken, policy=None) -> np.ndarray | None:
     """The rows a checkpoint saved: None (every row) for a full one; for a partial one
-    of a policy that chooses its rows, those its write op read from the tables."""
-    if taken.rows is None or stretch.board.ft.complete_rows:
+    of a policy that chooses its rows, those its write op read from the tables
+    (``policy``: the one that took it, the board's by default)."""
+    policy = policy or stretch.board.ft
+    if taken.rows is None or policy.complete_rows:
         return taken.rows
     return stretch.checkpoint_reads.get(taken.write.record.uid, np.zeros(0, np.int64))
 

@@ -283,13 +283,19 @@ def run_stretch(
 
 
 def _checkpoint_reads(board: TrainingBoard, scheduler: Scheduler) -> dict[int, list]:
-    """Listen to the reads of the tables' memory, by op, when the board's policy saves
-    chosen rows (the schedule, not the policy's log, then says which rows a checkpoint
-    holds); the addresses become flat row indices."""
-    ft = getattr(board, "ft", None)
+    """Listen to the reads of the tables' memory, by op, when a policy saves chosen rows
+    (the schedule, not the policy's log, then says which rows a checkpoint holds); the
+    addresses become row indices of that memory's tables (on several CXL-MEMs, each
+    shard's own policy and local rows)."""
     reads: dict[int, list] = defaultdict(list)
-    if ft is None or ft.complete_rows:
-        return reads
+    for shard in getattr(board, "shards", None) or [board]:
+        ft = getattr(shard, "ft", None)
+        if ft is not None and not ft.complete_rows:
+            _listen(shard, scheduler, reads)
+    return reads
+
+
+def _listen(board: TrainingBoard, scheduler: Scheduler, reads: dict[int, list]) -> None:
     start, row_bytes = board.layout.regions()["data"][0], board.layout.row_bytes
 
     def heard(issued) -> None:
@@ -298,7 +304,6 @@ def _checkpoint_reads(board: TrainingBoard, scheduler: Scheduler) -> dict[int, l
             reads[scheduler.current].append(rows)
 
     board.checkpoint_source().stream_listeners.append(heard)
-    return reads
 
 
 def image_layout(

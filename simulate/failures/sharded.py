@@ -55,6 +55,7 @@ from simulate.failures.oracle import (
     Want,
     judge,
     same_bits,
+    saved_rows,
     want_at,
 )
 from simulate.failures.recording import ModelState, Stretch
@@ -179,7 +180,8 @@ class ShardedCheckpointPolicy(FailureTolerance):
             items, durations = [], []
             for t in shard.ft.taken:
                 record = writes[t.batch]
-                rows = None if t.full else self.rows_of[m][np.asarray(t.rows)]
+                local = saved_rows(stretch, t, shard.ft)  # read from the tables: the schedule
+                rows = None if local is None else self.rows_of[m][np.asarray(local)]
                 items.append(Promised(t.batch, offset + record.end, history, rows))
                 durations.append(record.end - record.start)
             out.append(items)
