@@ -96,7 +96,7 @@ def parse_args(argv: list[str] | None):
     unknown = [m for m in args.memories if m not in MEMORIES]
     if unknown or not args.memories:
         raise UsageError(f"--memories: one or more of {', '.join(MEMORIES)}, got {unknown}")
-    args.mtbf = number_list(args.mtbf, "--mtbf")
+    args.mtbf = number_list(args.mtbf, "--mtbf", what="seconds")
     check_long_runs(args.mtbf, args.days)
     if not 3 <= args.batches <= 1000:
         raise UsageError(f"--batches must be in 3..1000, got {args.batches}")

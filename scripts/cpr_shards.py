@@ -78,7 +78,7 @@ def parse_args(argv: list[str] | None):
     args.shards = number_list(args.shards, "--shards", int)
     if max(args.shards) > 1024:
         raise UsageError("--shards: at most 1024 nodes")
-    args.mtbf = number_list(args.mtbf, "--mtbf")
+    args.mtbf = number_list(args.mtbf, "--mtbf", what="seconds")
     if not (np.isfinite(args.target) and 0 < args.target < 1):
         raise UsageError(f"--target must be in (0, 1), got {args.target}")
     args.shares = number_list(args.shares, "--shares")

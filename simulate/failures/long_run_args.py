@@ -22,14 +22,16 @@ HOPELESS = 20.0
 e^-20: it would loop through failures without end."""
 
 
-def number_list(text: str, flag: str, kind: Callable[[str], float] = float) -> list:
-    """Positive finite numbers separated by commas, typed in ASCII digits; an empty
-    item ('1,,2') is refused, not skipped."""
+def number_list(
+    text: str, flag: str, kind: Callable[[str], float] = float, what: str = "numbers"
+) -> list:
+    """Positive finite numbers (``what``, in the error) separated by commas, typed in
+    ASCII digits; an empty item ('1,,2') is refused, not skipped."""
     items = [item.strip() for item in text.split(",")]
     try:
         values = [kind(plain_text_number(item)) for item in items]
     except ValueError:
-        raise UsageError(f"{flag} expects numbers separated by commas, got {text!r}") from None
+        raise UsageError(f"{flag} expects {what} separated by commas, got {text!r}") from None
     if not all(math.isfinite(v) and v > 0 for v in values):
         raise UsageError(f"{flag} values must be positive, got {text!r}")
     return values
