@@ -1,7 +1,7 @@
 """Hardware against software failure tolerance, on the same memory first, over failure rates.
 
     python scripts/compare_ft.py --outdir ft [--model rm1] [--mtbf 3600,21600,86400,604800]
-        [--memories pmem,ssd,dram] [--store table2-ssd]
+        [--memories pmem,ssd,dram] [--store table2-ssd] [--shares 0.125]
 
 Rows are grouped by the memory that holds the tables, so that a group compares failure
 tolerance on the same hardware: on PMEM (Table 2's modules), the PMEM baseline and
@@ -14,7 +14,12 @@ recovery and their energy, and counts the bytes each writes per batch (the paper
 protocols: their log records and flags; the software policies: checkpoint bytes over the
 interval) (simulate/failures/costs.py); long runs of ``--days`` days of training under
 exponential failures (seeded) give overhead, lost work and goodput
-(simulate/failures/goodput.py). Writes REPORT.md (the table), goodput.png and
+(simulate/failures/goodput.py). With ``--shares``, each CPR row gains CPR-MFU and
+CPR-SSU rows for each share r (a full checkpoint, then ones of r of the rows until
+they would outgrow a full one; simulate/failures/costs.cpr_prioritised_scheme) on one
+node with CPR's partial recovery, their lost samples counted as scripts/cpr_shards.py
+counts them (simulate/failures/partial.py), and REPORT.md a second table of the CPR
+rows' time overhead and lost share. Writes REPORT.md (the table), goodput.png and
 overhead.png. docs/software_ft.md discusses it."""
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from simulate.failures.costs import (  # noqa: E402
     batch_joules,
     cnr_costs,
     cpr_costs,
+    cpr_prioritised_scheme,
     hardware,
     hardware_text,
     log_bytes_per_batch,
@@ -46,8 +52,20 @@ from simulate.failures.costs import (  # noqa: E402
     snapshot_rates,
     timed_run,
 )
-from simulate.failures.goodput import Scheme, exponential_gaps, long_run, young_interval  # noqa: E402
-from simulate.failures.long_run_args import check_long_runs, check_progress, number_list  # noqa: E402
+from simulate.failures.goodput import (  # noqa: E402
+    LongRun,
+    Scheme,
+    exponential_gaps,
+    long_run,
+    young_interval,
+)
+from simulate.failures.long_run_args import (  # noqa: E402
+    check_long_runs,
+    check_progress,
+    number_list,
+    share_list,
+)
+from simulate.failures.partial import ShardedRun, sharded_run  # noqa: E402
 from simulate.run.cli import QuietParser, UsageError, run_main  # noqa: E402
 from simulate.run.configure import batch_size_of  # noqa: E402
 from simulate.run.options import RunOptions, check_gpu_name, check_seed  # noqa: E402
@@ -88,6 +106,11 @@ def parse_args(argv: list[str] | None):
         default=DEFAULT_STORE,
         help=f"the software policies' checkpoint store, one of {', '.join(STORES)}",
     )
+    parser.add_argument(
+        "--shares",
+        default=None,
+        help="rows per CPR-MFU / CPR-SSU checkpoint, comma-separated (default: none)",
+    )
     args = parser.parse_args(argv)
     args.gpu = check_gpu_name(args.gpu)
     if args.store not in STORES:
@@ -97,6 +120,7 @@ def parse_args(argv: list[str] | None):
     if unknown or not args.memories:
         raise UsageError(f"--memories: one or more of {', '.join(MEMORIES)}, got {unknown}")
     args.mtbf = number_list(args.mtbf, "--mtbf", what="seconds")
+    args.shares = [] if args.shares is None else share_list(args.shares, "--shares")
     check_long_runs(args.mtbf, args.days)
     if not 3 <= args.batches <= 1000:
         raise UsageError(f"--batches must be in 3..1000, got {args.batches}")
@@ -128,13 +152,17 @@ INTERVALS = [int(k) for k in np.unique(np.geomspace(1, 1e7, 22).astype(int))]
 def compare(args) -> int:
     rows = []
     for memory in args.memories:
-        for mtbf, scheme, nbytes, hw, samples in compare_on(memory, args):
-            check_progress(
-                scheme.name, scheme.interval * scheme.batch_s + scheme.checkpoint_s, mtbf
-            )
+        for mtbf, scheme, nbytes, hw, samples, sharded in compare_on(memory, args):
             n = int(args.days * 86400 / (scheme.batch_s + scheme.checkpoint_s / scheme.interval))
-            run = long_run(scheme, n, samples, exponential_gaps(mtbf, args.seed))
-            rows.append((memory, mtbf, scheme, run, nbytes, hw))
+            gaps = exponential_gaps(mtbf, args.seed)
+            if sharded is None:
+                period = scheme.interval * scheme.batch_s + scheme.checkpoint_s
+                check_progress(scheme.name, period, mtbf)
+                run, part = long_run(scheme, n, samples, gaps), None
+            else:  # partial recovery: nothing rolls back, nothing to check
+                part = sharded_run(sharded, n, samples, gaps)
+                run = as_long_run(scheme, part)
+            rows.append((memory, mtbf, scheme, run, nbytes, hw, part))
     text = report(rows, args)
     with replacing_dir(Path(args.outdir), OWNED) as staging:
         (staging / "REPORT.md").write_text(text)
@@ -159,7 +187,7 @@ def compare_on(memory: str, args) -> list[tuple]:
         papers.append((scheme, log_bytes_per_batch(options), hw, batch_size_of(options)))
         bar.update(1)
     bar.close()
-    rows = [(mtbf, *paper) for mtbf in args.mtbf for paper in papers]
+    rows = [(mtbf, *paper, None) for mtbf in args.mtbf for paper in papers]
     for system in SOFTWARE_SYSTEMS[memory]:
         rows += software_rows(system, args)
     order = {mtbf: i for i, mtbf in enumerate(args.mtbf)}
@@ -197,17 +225,49 @@ def software_rows(system: str, args) -> list[tuple]:
         cpr_k = young_interval(cpr["checkpoint_s"], mtbf, batch_s)
         scheme = Scheme(f"{system}+cpr", batch_s, cpr["checkpoint_s"], cpr["recovery_s"], cpr_k,
                         False, batch_j, cpr["checkpoint_j"], cpr["recovery_j"])  # fmt: skip
-        schemes = [(scheme, cpr["bytes"])]
+        schemes = [(scheme, cpr["bytes"], None)]
+        for share in args.shares:
+            for kind in ("mfu", "ssu"):
+                schemes.append(
+                    prioritised(base, cpr, f"{system}+cpr-{kind} {share:g}", mtbf, batch_s,
+                                batch_j, share, kind)
+                )  # fmt: skip
         for bits in QUANTIZE:
             options = replace(base, quantize=bits, checkpoint="check-n-run")
             k, costs = best_cnr_interval(options, batch_s, mtbf, costs_at)
             name = f"{system}+cnr" + ("" if bits == "none" else f"-{bits}b")
             scheme = Scheme(name, batch_s, costs["checkpoint_s"], costs["recovery_s"], k, True,
                             batch_j, costs["checkpoint_j"], costs["recovery_j"])  # fmt: skip
-            schemes.append((scheme, costs["bytes_per_checkpoint"]))
-        for scheme, nbytes in schemes:
-            rows.append((mtbf, scheme, nbytes, hw, samples))
+            schemes.append((scheme, costs["bytes_per_checkpoint"], None))
+        for scheme, nbytes, sharded in schemes:
+            rows.append((mtbf, scheme, nbytes, hw, samples, sharded))
     return rows
+
+
+def prioritised(base, cpr: dict, name, mtbf, batch_s, batch_j, share, kind) -> tuple:
+    """CPR-MFU or CPR-SSU (``kind``) on one node, with CPR's partial recovery: the full
+    checkpoint and the recovery of ``cpr`` (cpr_costs), the prioritised save timed by
+    the engine at Young's interval on the chain's mean save. The scheme as the long
+    runs report it (a checkpoint's save, joules and bytes: the chain's means), its
+    bytes per checkpoint, and the ShardedScheme that sharded_run runs."""
+    full = {"save_s": cpr["checkpoint_s"], "load_s": cpr["recovery_s"]}
+    sharded, chosen = cpr_prioritised_scheme(base, full, 1, mtbf, batch_s, share, kind, name)
+    cycle = sharded.chain + 1
+    joules = (cpr["checkpoint_j"] + sharded.chain * chosen["save_j"]) / cycle
+    nbytes = (cpr["bytes"] + sharded.chain * chosen["stored"]) / cycle
+    scheme = Scheme(name, batch_s, sharded.mean_save, cpr["recovery_s"], sharded.interval,
+                    False, batch_j, joules, cpr["recovery_j"])  # fmt: skip
+    return scheme, nbytes, sharded
+
+
+def as_long_run(scheme: Scheme, part: ShardedRun) -> LongRun:
+    """A prioritised chain's run in the long runs' terms: its lost samples as batches'
+    worth of updates given up (the batches the final model does not hold), its
+    checkpoints as mean saves."""
+    lost = part.lost_samples / part.samples_per_batch
+    checkpoints = part.save_s / scheme.checkpoint_s
+    return LongRun(scheme, part.batches - lost, part.samples_per_batch, part.wall_s,
+                   part.failures, part.load_s, lost, checkpoints)  # fmt: skip
 
 
 def report(rows, args) -> str:
@@ -225,15 +285,54 @@ def report(rows, args) -> str:
         "energy per sample (mJ) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for memory, mtbf, scheme, run, nbytes, hw in rows:
+    for memory, mtbf, scheme, run, nbytes, hw, part in rows:
         per_batch = f"{nbytes / scheme.interval:,.0f}"
+        save = f"{scheme.checkpoint_s:.4g}" if part is None else chain_save(part.scheme)
         lines.append(
             f"| {GROUPS[memory]} | {mtbf / 3600:g} | {scheme.name} | {hw} | {scheme.interval:,} | "
-            f"{scheme.checkpoint_s:.4g} | {scheme.recovery_s:.4g} | {per_batch} | "
-            f"{run.failures} | {run.lost_batches:,} | {run.overhead:.2%} | {run.goodput:,.0f} | "
-            f"{run.energy_per_sample * 1e3:.4g} |"
+            f"{save} | {scheme.recovery_s:.4g} | {per_batch} | "
+            f"{run.failures} | {run.lost_batches:,.0f} | {run.overhead:.2%} | "
+            f"{run.goodput:,.0f} | {run.energy_per_sample * 1e3:.4g} |"
         )
+    if args.shares:
+        lines += prioritised_report(rows)
     return "\n".join(lines) + "\n"
+
+
+def chain_save(s) -> str:
+    """A prioritised chain's saves: the full checkpoint's / a prioritised one's."""
+    return f"{s.save_s:.4g} / {s.partial_save_s:.4g} (chain {s.chain})"
+
+
+def prioritised_report(rows) -> list[str]:
+    """The CPR rows as scripts/cpr_shards.py reports them: the time overhead (saving,
+    loading, rerunning the batch in flight) apart from the lost share (the samples
+    whose updates a recovery gave up: the batches since the newest checkpoint, and the
+    prioritised chain's unsaved rows since the full one)."""
+    lines = [
+        "",
+        "CPR's prioritised checkpoints (one node, partial recovery): time overhead "
+        "(save + load + rerun, share of wall time) and lost share (samples whose updates "
+        "were given up), as scripts/cpr_shards.py reports them.",
+        "",
+        "| tables in | MTBF (h) | scheme | interval (batches) | save (s) | time overhead | "
+        "lost share |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for memory, mtbf, scheme, run, _, _, part in rows:
+        if part is None and not scheme.name.endswith("+cpr"):
+            continue
+        if part is None:
+            ran = run.useful_batches + run.lost_batches
+            time, lost = 1 - ran * scheme.batch_s / run.wall_s, run.lost_batches / ran
+            save = f"{scheme.checkpoint_s:.4g}"
+        else:
+            time, lost, save = part.overhead, part.lost_share, chain_save(part.scheme)
+        lines.append(
+            f"| {GROUPS[memory]} | {mtbf / 3600:g} | {scheme.name} | {scheme.interval:,} | "
+            f"{save} | {time:.2%} | {lost:.3%} |"
+        )
+    return lines
 
 
 def plot(rows, outdir: Path) -> None:
@@ -254,9 +353,7 @@ def plot(rows, outdir: Path) -> None:
             names = list(dict.fromkeys(row[2].name for row in group))
             ax.set_prop_cycle(color=plt.cm.tab20(np.linspace(0, 1, max(len(names), 2))))
             for name in names:
-                points = [
-                    (m / 3600, getattr(r, key)) for _, m, s, r, _, _ in group if s.name == name
-                ]
+                points = [(m / 3600, getattr(r, key)) for _, m, s, r, *_ in group if s.name == name]
                 ax.plot(*zip(*points, strict=True), marker="o", label=name)
             ax.set_xscale("log")
             ax.set_xlabel("MTBF (hours)")

@@ -41,12 +41,17 @@ from components.boards.software_ft import SOFTWARE_FT_SYSTEMS  # noqa: E402
 from components.memory.stores import DEFAULT_STORE, STORES  # noqa: E402
 from components.sim.outputs import replacing_dir  # noqa: E402
 from simulate.failures.costs import (  # noqa: E402
-    cpr_prioritised_costs,
+    cpr_prioritised_scheme,
     cpr_shard_costs,
     timed_run,
 )
 from simulate.failures.goodput import exponential_gaps, young_interval  # noqa: E402
-from simulate.failures.long_run_args import check_long_runs, check_progress, number_list  # noqa: E402
+from simulate.failures.long_run_args import (  # noqa: E402
+    check_long_runs,
+    check_progress,
+    number_list,
+    share_list,
+)
 from simulate.failures.partial import ShardedScheme, lost_share_interval, sharded_run  # noqa: E402
 from simulate.run.cli import QuietParser, UsageError, run_main  # noqa: E402
 from simulate.run.configure import batch_size_of  # noqa: E402
@@ -81,9 +86,7 @@ def parse_args(argv: list[str] | None):
     args.mtbf = number_list(args.mtbf, "--mtbf", what="seconds")
     if not (np.isfinite(args.target) and 0 < args.target < 1):
         raise UsageError(f"--target must be in (0, 1), got {args.target}")
-    args.shares = number_list(args.shares, "--shares")
-    if not all(0 < r < 1 for r in args.shares):
-        raise UsageError(f"--shares must be in (0, 1), got {args.shares}")
+    args.shares = share_list(args.shares, "--shares")
     check_long_runs(args.mtbf, args.days)
     check_seed(args.seed)
     check_outdir(args.outdir)
@@ -115,11 +118,11 @@ def compare(args) -> int:
                 rows.append((shards, mtbf, run))
             for share in args.shares:
                 for kind in ("mfu", "ssu"):
-                    scheme = prioritised(base, costs, shards, mtbf, batch_s, share, kind)
-                    mean = (scheme.save_s + scheme.chain * scheme.partial_save_s) / (
-                        scheme.chain + 1
-                    )
-                    n = int(args.days * 86400 / (batch_s + mean / scheme.interval))
+                    name = f"partial, {kind.upper()} {share:g}"
+                    scheme = cpr_prioritised_scheme(
+                        base, costs, shards, mtbf, batch_s, share, kind, name
+                    )[0]
+                    n = int(args.days * 86400 / (batch_s + scheme.mean_save / scheme.interval))
                     run = sharded_run(scheme, n, samples, exponential_gaps(mtbf, args.seed))
                     rows.append((shards, mtbf, run))
     text = report(rows, args, batch_s)
@@ -128,23 +131,6 @@ def compare(args) -> int:
         plot(rows, staging)
     print(text)
     return 0
-
-
-def prioritised(base, costs, shards, mtbf, batch_s, share, kind) -> ShardedScheme:
-    """Partial recovery with CPR-MFU or CPR-SSU checkpoints of ``share`` of the rows, at
-    Young's interval on their mean save (full and prioritised ones over a chain): the
-    interval sets the rows a checkpoint saves, which set its save, so three rounds
-    from the full checkpoint's interval settle it."""
-    interval, mean = young_interval(costs["save_s"], mtbf, batch_s), costs["save_s"]
-    for _ in range(3):
-        chosen = cpr_prioritised_costs(base, shards, interval, share, kind)
-        mean = (costs["save_s"] + chosen["chain"] * chosen["save_s"]) / (chosen["chain"] + 1)
-        interval = young_interval(mean, mtbf, batch_s)
-    chosen = cpr_prioritised_costs(base, shards, interval, share, kind)
-    return ShardedScheme(
-        f"partial, {kind.upper()} {share:g}", batch_s, costs["save_s"], costs["load_s"],
-        interval, shards, True, kind, chosen["chain"], chosen["save_s"], chosen["coverage"],
-    )  # fmt: skip
 
 
 def report(rows, args, batch_s: float) -> str:

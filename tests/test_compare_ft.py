@@ -34,6 +34,7 @@ def test_the_comparison_covers_every_scheme_and_writes_its_plots(tmp_path):
     cells = [[c.strip() for c in row.split("|")[1:-1]] for row in rows[1:]]
     software = {f"{m}+{p}" for m in ("pmem", "cxl-d", "ssd", "dram") for p in SOFTWARE}
     assert {c[2] for c in cells} == {"pmem", "cxl-b", "cxl"} | software
+    assert "cpr-mfu" not in (out / "REPORT.md").read_text()  # no --shares: no chain rows
     # the same-memory rows lead: every PMEM row (protocols and policies) before any other
     groups = [c[0] for c in cells]
     assert groups[: groups.count(groups[0])] == [groups[0]] * groups.count(groups[0])
@@ -58,9 +59,51 @@ def test_the_comparison_covers_every_scheme_and_writes_its_plots(tmp_path):
     assert all(float(r.split("|")[-2]) > 0 for r in rows[1:])
 
 
+def table(text: str, header: str) -> list[list[str]]:
+    """The cells of the rows of the table whose header starts with ``header``."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header))
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("| "):
+            break
+        rows.append([c.strip() for c in line.split("|")[1:-1]])
+    return rows
+
+
+def test_shares_add_prioritised_cpr_rows_that_save_less(tmp_path):
+    """--shares: a CPR-MFU and a CPR-SSU row beside each CPR row; the chain saves fewer
+    bytes per checkpoint than a full one, so its time overhead (save + load + rerun)
+    is below full-checkpoint CPR's at the same MTBF on the same memory."""
+    out = tmp_path / "ft"
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--outdir", str(out), "--model", "rmc1",
+         "--mtbf", "600,86400", "--days", "0.5", "--batches", "4", "--memories", "dram",
+         "--shares", "0.125"],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    text = (out / "REPORT.md").read_text()
+    names = [c[2] for c in table(text, "| tables in | MTBF (h) | scheme | hardware")]
+    assert names[:4] == ["dram+cpr", "dram+cpr-mfu 0.125", "dram+cpr-ssu 0.125", "dram+cnr"]
+    assert len(names) == 12  # two MTBFs: cpr, mfu, ssu and three Check-N-Run rows
+    rows = table(text, "| tables in | MTBF (h) | scheme | interval")
+    assert len(rows) == 6
+    for mtbf in ("0.166667", "24"):
+        full, mfu, ssu = (r for r in rows if r[1] == mtbf)
+        assert full[2] == "dram+cpr" and "chain" in mfu[4] and "chain" in ssu[4]
+        for chain in (mfu, ssu):
+            assert float(chain[5].rstrip("%")) < float(full[5].rstrip("%"))
+            assert int(chain[3].replace(",", "")) < int(full[3].replace(",", ""))
+    # MFU's chosen rows hold most lookups: it gives up fewer samples than SSU at 10 min
+    short = [r for r in rows if r[1] == "0.166667"]
+    assert float(short[1][6].rstrip("%")) < float(short[2][6].rstrip("%"))
+
+
 def test_bad_arguments_are_one_line(tmp_path):
     bad = (["--mtbf", "-1"], ["--mtbf", "x"], ["--days", "0"], ["--batches", "1"],
-           ["--memories", "cxl"], ["--memories", ","])  # fmt: skip
+           ["--memories", "cxl"], ["--memories", ","], ["--shares", "1"], ["--shares", "0"],
+           ["--shares", "x"], ["--shares", "0.1,,0.2"])  # fmt: skip
     for args in bad:
         done = subprocess.run(
             [sys.executable, str(SCRIPT), "--outdir", str(tmp_path / "o"), *args],

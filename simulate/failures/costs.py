@@ -16,7 +16,8 @@ from components.energy import EnergyReport
 from components.sim.engine import Engine
 from components.sim.schedule import Scheduler
 from components.sim.units import TICKS_PER_SECOND
-from simulate.failures.goodput import Scheme
+from simulate.failures.goodput import Scheme, young_interval
+from simulate.failures.partial import ShardedScheme
 from simulate.run.configure import batch_size_of, connected_board, input_generator, resolve_spec
 from simulate.run.host import drive_batches
 from simulate.run.job import run_plain
@@ -284,7 +285,8 @@ def cpr_prioritised_costs(
     rows and the MLPs, which the slowest node saves) and its save, timed on the engine:
     the MLP pull, the rows' scattered reads from the tables' memory (``TIMED_ROWS`` of
     them spread over the shard in detail, the rest at that per-row rate), the store
-    write (CprCheckpoint.save_rows). ``chain``: prioritised checkpoints per full one
+    write (CprCheckpoint.save_rows), and its joules (the board's while training waits)
+    at the same per-row rate. ``chain``: prioritised checkpoints per full one
     (a new full once the partials would outgrow it)."""
     cpr = replace(options, checkpoint="cpr")
     spec, batch_size = resolve_spec(cpr), batch_size_of(cpr)
@@ -302,22 +304,54 @@ def cpr_prioritised_costs(
     sample = max(min(rows, TIMED_ROWS), 2)
     step = max(shard_rows // sample, 1)
 
-    def save(count: int):
+    def save(count: int) -> tuple[float, float]:
         def body(board):
             yield from board.mlp_to_host(mlps)
             picked = np.arange(count, dtype=np.int64) * step
             yield from board.ft.save_rows(board, picked, stored)
 
-        return _op_seconds(cpr, body)
+        seconds, static, dynamic = op_cost(cpr, body)
+        return seconds, static + dynamic
 
     one, many = save(1), save(sample)
+    at_rows = [a + (b - a) / (sample - 1) * (rows - 1) for a, b in zip(one, many, strict=True)]
     return {
-        "save_s": one + (many - one) / (sample - 1) * (rows - 1),
+        "save_s": at_rows[0],
+        "save_j": at_rows[1],
         "rows": rows,
         "stored": stored,
         "coverage": coverage,
         "chain": int((data // shards + mlps) // stored),
     }
+
+
+def cpr_prioritised_scheme(
+    options: RunOptions,
+    full: dict,
+    shards: int,
+    mtbf: float,
+    batch_s: float,
+    share: float,
+    kind: str,
+    name: str,
+) -> tuple[ShardedScheme, dict]:
+    """Partial recovery with CPR-MFU or CPR-SSU checkpoints (``kind``) of ``share`` of the
+    rows, at Young's interval on their mean save (full and prioritised ones over a
+    chain): the interval sets the rows a checkpoint saves, which set its save, so three
+    rounds from the full checkpoint's interval settle it. ``full``: the full checkpoint's
+    ``save_s`` and the shard's ``load_s``. Returns the scheme and the prioritised
+    checkpoint's costs at its interval (cpr_prioritised_costs)."""
+    interval = young_interval(full["save_s"], mtbf, batch_s)
+    for _ in range(3):
+        chosen = cpr_prioritised_costs(options, shards, interval, share, kind)
+        mean = (full["save_s"] + chosen["chain"] * chosen["save_s"]) / (chosen["chain"] + 1)
+        interval = young_interval(mean, mtbf, batch_s)
+    chosen = cpr_prioritised_costs(options, shards, interval, share, kind)
+    scheme = ShardedScheme(
+        name, batch_s, full["save_s"], full["load_s"], interval, shards, True, kind,
+        chosen["chain"], chosen["save_s"], chosen["coverage"],
+    )  # fmt: skip
+    return scheme, chosen
 
 
 def _top_lookup_share(spec, share: float, exponent: float) -> float:

@@ -37,6 +37,14 @@ def number_list(
     return values
 
 
+def share_list(text: str, flag: str) -> list[float]:
+    """Shares of the rows (CPR's prioritised checkpoints), each in (0, 1)."""
+    shares = number_list(text, flag)
+    if not all(0 < r < 1 for r in shares):
+        raise UsageError(f"{flag} must be in (0, 1), got {shares}")
+    return shares
+
+
 def check_long_runs(mtbfs: list[float], days: float) -> None:
     """MTBFs within MTBF_SECONDS, days within MIN_DAYS..MAX_DAYS, and no more than
     MAX_FAILURES failures in one long run."""

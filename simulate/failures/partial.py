@@ -56,6 +56,11 @@ class ShardedScheme:
         miss = 1 - self.coverage
         return self.interval * sum(miss**j for j in range(1, k + 1))
 
+    @property
+    def mean_save(self) -> float:
+        """A checkpoint's save over a cycle: the full one and its chain."""
+        return (self.save_s + self.chain * self.partial_save_s) / (self.chain + 1)
+
     def save_at(self, position: int) -> float:
         """The save of the checkpoint at ``position`` (0: the first after a start or a
         recovery, a full one) of its cycle."""
