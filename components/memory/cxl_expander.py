@@ -29,6 +29,7 @@ media on the other socket, one inter-socket hop away, no CXL path).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -238,16 +239,11 @@ class CxlMemoryExpander(SimObject):
             self.linesWritten += lines
         full = self.idle_read_latency if kind == "read" else self.idle_write_latency
         window = (media.requests - 1) * full / outstanding if outstanding else 0.0
-        return MemStream(
-            media.device,
-            add_needs([media.needs, added]),
-            media.bytes,
-            max(media.min_ticks, window),
-            media.latency + self._added(line),
-            media.requests,
-            media.gates,
-            media.writes,
-            media.turn,
-            add_needs([media.idle_needs, added]) if media.idle_needs is not None else None,
-            media.load,
+        idle = media.idle_needs
+        return replace(
+            media,
+            needs=add_needs([media.needs, added]),
+            min_ticks=max(media.min_ticks, window),
+            latency=media.latency + self._added(line),
+            idle_needs=add_needs([idle, added]) if idle is not None else None,
         )
