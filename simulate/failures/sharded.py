@@ -54,12 +54,11 @@ from simulate.failures.oracle import (
     StretchHistory,
     Want,
     judge,
-    same_bits,
     saved_rows,
     want_at,
 )
 from simulate.failures.recording import ModelState, Stretch
-from simulate.failures.software import Crash, bits_of, crash_ticks
+from simulate.failures.software import Crash, bits_of, crash_ticks, final_model_fields
 from simulate.failures.tolerance import Failure, FailureTolerance, Resumption
 from simulate.run.configure import connected_board, fresh_board, resolve_functional
 from simulate.run.options import RunOptions, UsageError
@@ -274,12 +273,7 @@ class ShardedCheckpointPolicy(FailureTolerance):
         return ticks_to_ms(total)
 
     def final_fields(self, final: Stretch | None) -> dict[str, Any]:
-        model, reference = final.model, self.recorded.model
-        exact = same_bits(model.table, reference.table) and same_bits(
-            model.mlp_flat(), reference.mlp_flat()
-        )
-        deviation = float(np.abs(model.table - reference.table).max(initial=0.0))
-        return {"final_model_exact": exact, "final_max_deviation": deviation}
+        return final_model_fields(final.model, self.recorded.model)
 
     # ----- recovery and its verdict ----------------------------------------------------------
     def recover(

@@ -161,6 +161,16 @@ def describe(options: RunOptions, stretch: Stretch) -> dict:
     }
 
 
+def final_model_fields(model: ModelState, reference: ModelState) -> dict[str, Any]:
+    """A software policy's run ends with the failure-free model exactly, or off by
+    what the lost updates left (partial recovery): both, for the failure entry."""
+    exact = same_bits(model.table, reference.table) and same_bits(
+        model.mlp_flat(), reference.mlp_flat()
+    )
+    deviation = float(np.abs(model.table - reference.table).max(initial=0.0))
+    return {"final_model_exact": exact, "final_max_deviation": deviation}
+
+
 class CheckpointPolicy(FailureTolerance):
     """A software policy's store across failures: the checkpoints each stretch wrote
     (``variant``: a ChainRecovery subclass reading the store instead, for mutants)."""
@@ -237,12 +247,7 @@ class CheckpointPolicy(FailureTolerance):
         return Failure(entry, resume, ModelState(got.table, got.mlp), tick + ticks)
 
     def final_fields(self, final: Stretch | None) -> dict[str, Any]:
-        model, reference = final.model, self.recorded.model
-        exact = same_bits(model.table, reference.table) and same_bits(
-            model.mlp_flat(), reference.mlp_flat()
-        )
-        deviation = float(np.abs(model.table - reference.table).max(initial=0.0))
-        return {"final_model_exact": exact, "final_max_deviation": deviation}
+        return final_model_fields(final.model, self.recorded.model)
 
     # ----- crash exploration --------------------------------------------------------------
     def guarantee(self) -> dict[str, Any]:
