@@ -335,31 +335,67 @@ def prioritised_report(rows) -> list[str]:
     return lines
 
 
+SYSTEM_COLORS = {"pmem": "C0", "cxl-b": "C1", "cxl": "C2", "cxl-d": "C3", "ssd": "C4", "dram": "C5"}
+"""One colour per system whose memory holds the tables, in every panel."""
+POLICY_STYLES = {
+    "protocol": ("s", "-"),
+    "cpr": ("o", "-"),
+    "cpr-mfu": ("o", "--"),
+    "cpr-ssu": ("o", ":"),
+    "cnr": ("^", "-"),
+    "cnr-8b": ("^", "--"),
+    "cnr-4b": ("^", ":"),
+}
+"""Marker and line per failure-tolerance scheme: the paper's protocols squares, CPR
+circles, Check-N-Run triangles; variants dashed and dotted."""
+
+
+def scheme_style(name: str) -> tuple[str, str, str]:
+    """Colour (the system), marker and line (the scheme) of a row's name, e.g.
+    'cxl-d+cpr-mfu 0.125' or 'cxl'."""
+    system, _, policy = name.partition("+")
+    marker, line = POLICY_STYLES.get(policy.split(" ")[0] or "protocol", ("x", "-"))
+    return SYSTEM_COLORS.get(system, "k"), marker, line
+
+
+def mtbf_label(hours: float) -> str:
+    return f"{hours / 24:g} d" if hours >= 24 else f"{hours:g} h"
+
+
 def plot(rows, outdir: Path) -> None:
-    """One panel per memory group: the schemes that share the tables' hardware."""
+    """One panel per memory group: the schemes that share the tables' hardware, each
+    system one colour and each scheme one marker and line, the legend below."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import PercentFormatter
 
     memories = list(dict.fromkeys(row[0] for row in rows))
+    mtbfs = sorted({m / 3600 for _, m, *_ in rows})
     for key, ylabel, filename in (
         ("goodput", "goodput (samples/s)", "goodput.png"),
-        ("overhead", "overhead (share of wall time)", "overhead.png"),
+        ("overhead", "overhead (% of wall time)", "overhead.png"),
     ):
-        fig, axes = plt.subplots(1, len(memories), figsize=(4.2 * len(memories), 4.2))
+        fig, axes = plt.subplots(1, len(memories), figsize=(4.6 * len(memories), 6.2))
         for ax, memory in zip(np.atleast_1d(axes), memories, strict=True):
             group = [row for row in rows if row[0] == memory]
             names = list(dict.fromkeys(row[2].name for row in group))
-            ax.set_prop_cycle(color=plt.cm.tab20(np.linspace(0, 1, max(len(names), 2))))
             for name in names:
                 points = [(m / 3600, getattr(r, key)) for _, m, s, r, *_ in group if s.name == name]
-                ax.plot(*zip(*points, strict=True), marker="o", label=name)
+                color, marker, line = scheme_style(name)
+                ax.plot(*zip(*points, strict=True), color=color, marker=marker, linestyle=line,
+                        label=name)  # fmt: skip
             ax.set_xscale("log")
-            ax.set_xlabel("MTBF (hours)")
+            ax.set_xticks(mtbfs, [mtbf_label(h) for h in mtbfs])
+            ax.minorticks_off()
+            if key == "overhead":
+                ax.yaxis.set_major_formatter(PercentFormatter(xmax=1, decimals=None))
+            ax.set_xlabel("MTBF")
             ax.set_ylabel(ylabel)
             ax.set_title(GROUPS[memory], fontsize=9)
-            ax.legend(fontsize=7)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.14))
         fig.tight_layout()
         fig.savefig(outdir / filename, dpi=120)
         plt.close(fig)
