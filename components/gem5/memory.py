@@ -141,10 +141,6 @@ class TableMemory(ChanneledMemory):
             self.write_xbars[-1].mem_side_ports = self.media_xbar.cpu_side_ports
         return self.write_xbars[0].cpu_side_ports
 
-    def table_device(self):
-        """The device (our component) whose parameters this memory carries."""
-        return self._device
-
 
 class TableMemories(AbstractMemorySystem):
     """Several table memories on consecutive ranges of ``span`` bytes each (one per

@@ -142,14 +142,6 @@ def crash_ticks(stretch: Stretch) -> list[int]:
     return sorted(t for t in ticks if 0 <= t <= stretch.end_tick)
 
 
-def with_policy(options: RunOptions, policy: type[SoftwareCheckpoint]) -> RunOptions:
-    """The options with a board whose policy is ``policy`` (a subclass of the one
-    --checkpoint names: configure.software_policy keeps it)."""
-    board = fresh_board(replace(options, board=None))
-    board.ft = policy()
-    return replace(options, board=board)
-
-
 def describe(options: RunOptions, stretch: Stretch) -> dict:
     """The guarantee the oracle enforced, for the report."""
     return {
