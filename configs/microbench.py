@@ -33,7 +33,7 @@ import argparse
 import functools
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 try:
@@ -51,7 +51,7 @@ import numpy as np  # noqa: E402
 from components.interconnect.cxl import CxlLink, CxlPath, mem_read, mem_write  # noqa: E402
 from components.memory import Dram, MemoryDevice, Pmem, Ssd  # noqa: E402
 from components.memory.cxl_expander import CxlMemoryExpander, remote_ddr5  # noqa: E402
-from components.memory.stages import stage  # noqa: E402
+from components.memory.stages import MemStream, add_needs, stage  # noqa: E402
 from components.sim.engine import Engine  # noqa: E402
 from components.sim.mpl import check_backend  # noqa: E402
 from components.sim.outputs import replacing_dir  # noqa: E402
@@ -142,6 +142,7 @@ class StreamSpec:
     size: int
     outstanding: int
     requests: int
+    thread: bool = False  # a requester thread (--threads): its core's store rate bounds it
 
     @classmethod
     def parse(cls, text: str, defaults: argparse.Namespace) -> StreamSpec:
@@ -241,6 +242,11 @@ def controllers(args: argparse.Namespace) -> dict:
 THREAD_BYTES = 12 * 64
 """Bytes a requester thread keeps in flight where the device has no ``thread_bytes``:
 a core's 12 L1D fill buffers of 64 B (components/compute/host.py)."""
+THREAD_STORE_BANDWIDTH = 4.56e9
+"""Bytes/s of non-temporal stores one thread (core) issues at most, whatever the memory:
+NVSL/OptaneStudy data/bandwidth.csv, RandBW NTStore on local DRAM, 1 thread, 4.53-4.60
+GB/s at every access size from 64 B to 2 MiB (line 7640: 256 B, 4.56 GB/s), twice that on
+2 threads; measured on DRAM, so nothing of Optane is fitted here."""
 MAX_THREADS = 1024
 
 
@@ -254,7 +260,7 @@ def threaded(specs: list[StreamSpec], args: argparse.Namespace) -> list[StreamSp
         raise UsageError("--threads: sets each thread's window; give it without --load-sweep")
     in_flight = getattr(DEVICES[args.device](), "thread_bytes", THREAD_BYTES)
     return [
-        StreamSpec(s.op, s.pattern, s.size, max(in_flight // s.size, 1), s.requests)
+        StreamSpec(s.op, s.pattern, s.size, max(in_flight // s.size, 1), s.requests, True)
         for s in specs
         for _ in range(count)
     ]
@@ -291,11 +297,13 @@ class Target(SimObject):
         if cxl:
             self.link = CxlLink()
 
-    def body(self, spec: StreamSpec, addresses: np.ndarray):
+    def body(self, spec: StreamSpec, addresses: np.ndarray, requester: str):
         device = self.memory
         op = device.read if spec.op == "read" else device.write
         if not hasattr(self, "link"):
-            return lambda now: stage(op(addresses, spec.size, spec.outstanding))
+            return lambda now: stage(
+                core_bound(op(addresses, spec.size, spec.outstanding), spec, requester)
+            )
 
         def over_cxl(now: int):
             path = CxlPath([(self.link, "down")])
@@ -312,6 +320,26 @@ class Target(SimObject):
             return served
 
         return over_cxl
+
+
+def core_bound(stream: MemStream, spec: StreamSpec, requester: str) -> MemStream:
+    """A requester thread's writes also need its core's store path (a resource of its
+    own, ``THREAD_STORE_BANDWIDTH``): one thread cannot write faster than its core
+    issues non-temporal stores, however many DIMMs take them."""
+    if not (spec.thread and spec.op == "write" and stream.requests):
+        return stream
+    core = {
+        f"{requester}.core.store": stream.requests
+        * spec.size
+        * TICKS_PER_SECOND
+        / THREAD_STORE_BANDWIDTH
+    }
+    idle = stream.idle_needs
+    return replace(
+        stream,
+        needs=add_needs([stream.needs, core]),
+        idle_needs=add_needs([idle, core]) if idle is not None else None,
+    )
 
 
 def addresses(spec: StreamSpec, span: int, base: int, rng: np.random.Generator) -> np.ndarray:
@@ -388,7 +416,7 @@ def _run(args, overrides, specs, span, seed, name):
             spec.op,
             0,
             f"requester{i}",
-            target.body(spec, addresses(spec, span, i * span, rng)),
+            target.body(spec, addresses(spec, span, i * span, rng), f"requester{i}"),
         )
         for i, spec in enumerate(specs)
     ]

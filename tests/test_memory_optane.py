@@ -187,3 +187,52 @@ def test_microbench_counts_are_ascii_integers(tmp_path):
         assert bad.stderr.strip().splitlines() == [
             f"microbench.py: error: --threads expects an integer, got {text!r}"
         ]
+
+
+def _threads_bandwidth(tmp_path, name, *args):
+    proc = _cli(
+        tmp_path, "configs/microbench.py", "--device", "pmem", "--optane", "--pattern", "rand",
+        *args, "--outdir", str(tmp_path / name),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return json.loads((tmp_path / name / "results.json").read_text())["total_bandwidth_gbps"]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_writing_thread_is_bound_by_its_cores_store_rate(tmp_path, threads):
+    """Six DIMMs take 13.8 GB/s of writes; one core issues 4.56 GB/s of non-temporal
+    stores (measured on DRAM), so one and two threads get that, not the DIMMs' rate."""
+    from configs.microbench import THREAD_STORE_BANDWIDTH
+
+    got = _threads_bandwidth(
+        tmp_path, "w", "--controllers", "6", "--op", "write", "--size", "256",
+        "--threads", str(threads), "--requests", "4000",
+    )  # fmt: skip
+    assert got == pytest.approx(threads * THREAD_STORE_BANDWIDTH / 1e9, rel=0.02)
+
+
+def test_interleaved_threads_are_present_on_as_many_dimms_as_their_writes_in_flight(tmp_path):
+    """24 threads writing 256 B on 6 DIMMs: each keeps 3 writes in flight (768 B of fill
+    buffers), so it is on a DIMM with probability 1 - (5/6)^3 and each DIMM sees 10.1
+    threads, past the write-thrash onset; spread evenly it would see 4, below it."""
+    optane = Pmem.optane()
+    present = 24 * (1 - (5 / 6) ** 3)
+    factor = 1 + optane.write_thrash_slope * (present - optane.write_thrash_onset)
+    expected = 6 * optane.ctrl_write_bandwidth / factor / 1e9
+    got = _threads_bandwidth(
+        tmp_path, "w24", "--controllers", "6", "--op", "write", "--size", "256",
+        "--threads", "24", "--requests", "2000",
+    )  # fmt: skip
+    assert got == pytest.approx(expected, rel=0.03)
+    assert got < 0.7 * 6 * optane.ctrl_write_bandwidth / 1e9  # an even spread: no thrash
+
+
+def test_only_a_thread_is_present_per_request_in_flight():
+    from components.memory.xpoint import spans
+
+    assert spans(3, 256, 1.0, 768) == 3  # a thread: three scattered writes, three DIMMs
+    assert spans(12, 64, 1.0, 768) == 12
+    assert spans(256, 128, 1.0, 768) == 1  # an engine's window: spread by its needs
+    assert spans(1, 4096, 1.0, 768) == 1  # a request deeper than the fill buffers
+    assert spans(3, 256, 0.0, 768) == 1  # a sequential run stays on one unit
+    assert spans(float("inf"), 256, 1.0, 768) == 1

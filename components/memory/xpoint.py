@@ -43,6 +43,17 @@ def requesters(window: float, size: int, scattered: float, thread_bytes: int) ->
     return scattered * threads + (1.0 - scattered) * min(threads, 1.0)
 
 
+def spans(window: float, size: int, scattered: float, thread_bytes: int) -> float:
+    """Requests one requester keeps in flight at distinct places. A stream that keeps no
+    more than one requester's bytes in flight is a thread: each of its scattered
+    requests lands on an interleave unit of its own, so it is present on as many modules
+    as it has requests in flight. A deeper window (an engine's, a DMA's) is not one
+    thread's: its requester equivalents spread over the modules in proportion to their
+    needs (1), as its requests in flight do. Sequential runs stay on one unit."""
+    one_thread = math.isfinite(window) and window * size <= thread_bytes
+    return scattered * (max(window, 1.0) if one_thread else 1.0) + (1.0 - scattered)
+
+
 def stream_load(
     resources: list[str],
     window: float,
@@ -64,4 +75,5 @@ def stream_load(
         float(latency),
         float(service),
         frozenset(resources),
+        spans(window, size, scattered, thread_bytes),
     )

@@ -13,11 +13,16 @@ their rates are the plain max-min fill's.
 
 Two terms, both recomputed whenever the active set changes:
 
-- **Thrashing.** The pressure on a resource is the requesters there: each loaded flow's
-  requesters spread over its load-dependent resources in proportion to its needs of
-  them. A flow's work on a resource under pressure K takes ``1 + slope * max(K - onset,
-  0)`` times its idle media time (its curve); the resource's slowdown is that factor
-  averaged over the work it holds (flows without a curve count 1).
+- **Thrashing.** The pressure on a resource is the requesters there. A requester keeps
+  ``spans`` requests in flight, each on a resource drawn in proportion to the flow's
+  needs of them, so it is present on a resource with share s of the needs with
+  probability ``1 - (1 - s) ** spans``: a thread whose fill buffers hold three 256 B
+  writes has writes pending on up to three interleaved DIMMs at once, and each DIMM
+  sees the interleaved lines of that many more threads (docs/calibration.md). ``spans``
+  1 is the plain spread in proportion to the needs. A flow's work on a resource under
+  pressure K takes ``1 + slope * max(K - onset, 0)`` times its idle media time (its
+  curve); the resource's slowdown is that factor averaged over the work it holds
+  (flows without a curve count 1).
 - **Queueing.** A request of a window-bound flow waits behind the requests of every other
   requester at the resource: M/D/1 (Pollaczek-Khinchine, deterministic service) at the
   utilisation the others make, ``service * rho / (2 (1 - rho))``. Its window bound
@@ -53,6 +58,7 @@ class FlowLoad:
     latency: float  # ticks: idle mean latency of one request (its window bound's unit)
     service: float  # ticks: service time a request queues behind (0: no queueing)
     resources: frozenset[str]  # the resources whose service depends on the load
+    spans: float = 1.0  # requests one requester keeps in flight on distinct resources
 
 
 def solve(state, fill: Callable) -> tuple[np.ndarray, np.ndarray]:
@@ -65,18 +71,19 @@ def solve(state, fill: Callable) -> tuple[np.ndarray, np.ndarray]:
     loaded = np.concatenate([_mask(flow) for flow in state.flows] or [np.zeros(0, bool)])
     field = np.array(
         [
-            (ld.requesters, ld.onset, ld.slope, ld.latency, ld.service)
+            (ld.requesters, ld.onset, ld.slope, ld.latency, ld.service, ld.spans)
             if ld is not None
-            else (0.0,) * 5
+            else (0.0,) * 5 + (1.0,)
             for ld in loads
         ],
         dtype=float,
-    ).reshape(-1, 5)
-    requesters, onset, slope, latency, service = field.T
+    ).reshape(-1, 6)
+    requesters, onset, slope, latency, service, spans = field.T
     width, count = len(names), len(state.flows)
     spread = np.bincount(entry_flow, weights=np.where(loaded, state.need, 0.0), minlength=count)
     share = np.divide(state.need, spread[entry_flow], out=np.zeros_like(state.need), where=loaded)
-    pressure = np.bincount(entry_res, weights=share * requesters[entry_flow], minlength=width)
+    present = 1.0 - (1.0 - share) ** spans[entry_flow]
+    pressure = np.bincount(entry_res, weights=present * requesters[entry_flow], minlength=width)
     excess = np.maximum(pressure[entry_res] - onset[entry_flow], 0.0)
     factor = np.where(loaded, 1.0 + slope[entry_flow] * excess, 1.0)
     held = np.bincount(entry_res, weights=state.need, minlength=width)
