@@ -18,7 +18,8 @@ run for 1, 2, 4, ... requests in flight and plots loaded latency against bandwid
 (loaded_latency.png). ``--threads N`` runs every stream as N requesters, each one thread
 of the published Optane studies (LATTester, Yang et al. FAST'20): its own address range,
 ``--requests`` requests, and as many in flight as a core's fill buffers hold (the PMEM's
-``thread_bytes`` over the request size, at least one). ``cxl-pmem`` is the PMEM behind
+``thread_bytes`` over the request size, at least one); a writing thread is also bound
+by its core's store rate (``THREAD_STORE_BANDWIDTH``). ``cxl-pmem`` is the PMEM behind
 a direct CXL link (CXL.mem requests and responses cross it). ``cxl-mem-<preset>`` is a
 CXL memory expander (DDR5 behind a CXL controller and its link,
 components/memory/cxl_expander.py), ``ddr5-r`` a DDR5-4800 channel on the other socket,
@@ -310,7 +311,7 @@ class Target(SimObject):
             transfer = mem_read if spec.op == "read" else mem_write
             nbytes = addresses.size * spec.size
             along = transfer(path, nbytes, max_outstanding=spec.outstanding)
-            stream = op(addresses, spec.size)
+            stream = core_bound(op(addresses, spec.size), spec, requester)
             served = stage(stream, along=along)
             # the requester's window spans the link's round trip and the device
             rtt = along.latency if along.flows else 0
@@ -328,12 +329,8 @@ def core_bound(stream: MemStream, spec: StreamSpec, requester: str) -> MemStream
     issues non-temporal stores, however many DIMMs take them."""
     if not (spec.thread and spec.op == "write" and stream.requests):
         return stream
-    core = {
-        f"{requester}.core.store": stream.requests
-        * spec.size
-        * TICKS_PER_SECOND
-        / THREAD_STORE_BANDWIDTH
-    }
+    busy = stream.requests * spec.size * TICKS_PER_SECOND / THREAD_STORE_BANDWIDTH
+    core = {f"{requester}.core.store": busy}
     idle = stream.idle_needs
     return replace(
         stream,
