@@ -18,8 +18,9 @@ run for 1, 2, 4, ... requests in flight and plots loaded latency against bandwid
 (loaded_latency.png). ``--threads N`` runs every stream as N requesters, each one thread
 of the published Optane studies (LATTester, Yang et al. FAST'20): its own address range,
 ``--requests`` requests, and as many in flight as a core's fill buffers hold (the PMEM's
-``thread_bytes`` over the request size, at least one); a writing thread is also bound
-by its core's store rate (``THREAD_STORE_BANDWIDTH``). ``cxl-pmem`` is the PMEM behind
+``thread_bytes`` over the request size; a read larger than they hold is a share of one
+request, one request at a time); a writing thread is also bound by its core's store
+rate (``THREAD_STORE_BANDWIDTH``). ``cxl-pmem`` is the PMEM behind
 a direct CXL link (CXL.mem requests and responses cross it). ``cxl-mem-<preset>`` is a
 CXL memory expander (DDR5 behind a CXL controller and its link,
 components/memory/cxl_expander.py), ``ddr5-r`` a DDR5-4800 channel on the other socket,
@@ -34,6 +35,7 @@ import argparse
 import functools
 import json
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -57,7 +59,7 @@ from components.sim.engine import Engine  # noqa: E402
 from components.sim.mpl import check_backend  # noqa: E402
 from components.sim.outputs import replacing_dir  # noqa: E402
 from components.sim.params import ConfigError  # noqa: E402
-from components.sim.schedule import Scheduler  # noqa: E402
+from components.sim.schedule import Scheduler, Stage  # noqa: E402
 from components.sim.simobject import SimObject  # noqa: E402
 from components.sim.stats import format_rows  # noqa: E402
 from components.sim.units import TICKS_PER_NS, TICKS_PER_SECOND, UnitError, parse_size  # noqa: E402
@@ -141,7 +143,7 @@ class StreamSpec:
     op: str
     pattern: str
     size: int
-    outstanding: int
+    outstanding: float  # a thread's read of a request larger than its fill buffers: < 1
     requests: int
     thread: bool = False  # a requester thread (--threads): its core's store rate bounds it
 
@@ -243,6 +245,12 @@ def controllers(args: argparse.Namespace) -> dict:
 THREAD_BYTES = 12 * 64
 """Bytes a requester thread keeps in flight where the device has no ``thread_bytes``:
 a core's 12 L1D fill buffers of 64 B (components/compute/host.py)."""
+RUN_THREAD_BYTES = 16 * 64
+"""Bytes a requester thread keeps in flight reading a request larger than its fill
+buffers (a 4 KiB block): the 12 fill buffers' demand loads and the L2 prefetcher's
+lines ahead of them on the block's sequential run. Fit: one thread's random 4 KiB reads
+on one Optane DIMM, 3.19 GB/s x 305 ns = 973 B (NVSL/OptaneStudy data/bandwidth.csv,
+RandBW Load, 1 DIMM, 4096 B, 1 thread, median of 7), about 16 lines."""
 THREAD_STORE_BANDWIDTH = 4.56e9
 """Bytes/s of non-temporal stores one thread (core) issues at most, whatever the memory:
 NVSL/OptaneStudy data/bandwidth.csv, RandBW NTStore on local DRAM, 1 thread, 4.53-4.60
@@ -261,10 +269,20 @@ def threaded(specs: list[StreamSpec], args: argparse.Namespace) -> list[StreamSp
         raise UsageError("--threads: sets each thread's window; give it without --load-sweep")
     in_flight = getattr(DEVICES[args.device](), "thread_bytes", THREAD_BYTES)
     return [
-        StreamSpec(s.op, s.pattern, s.size, max(in_flight // s.size, 1), s.requests, True)
+        StreamSpec(s.op, s.pattern, s.size, thread_window(s, in_flight), s.requests, True)
         for s in specs
         for _ in range(count)
     ]
+
+
+def thread_window(spec: StreamSpec, in_flight: int) -> float:
+    """Requests one thread keeps in flight: its fill buffers' bytes over the request
+    size; a read larger than they hold is a share of one request (``RUN_THREAD_BYTES``
+    of it), which a write is not (its stores are posted: the core's store rate bounds
+    it, ``core_bound``)."""
+    if spec.size > in_flight and spec.op == "read":
+        return RUN_THREAD_BYTES / spec.size
+    return max(in_flight // spec.size, 1)
 
 
 def streams_of(args: argparse.Namespace) -> list[StreamSpec]:
@@ -302,6 +320,8 @@ class Target(SimObject):
         device = self.memory
         op = device.read if spec.op == "read" else device.write
         if not hasattr(self, "link"):
+            if spec.outstanding < 1:
+                return lambda now: one_at_a_time(op, addresses, spec)
             return lambda now: stage(
                 core_bound(op(addresses, spec.size, spec.outstanding), spec, requester)
             )
@@ -321,6 +341,15 @@ class Target(SimObject):
             return served
 
         return over_cxl
+
+
+def one_at_a_time(op, addresses: np.ndarray, spec: StreamSpec) -> Iterator[Stage]:
+    """A thread that keeps part of one request in flight: a stage per request, so the
+    thread is on one module for a whole request, as a LATTester thread reading a 4 KiB
+    block is on one DIMM. Threads then pile up on whichever module is slowest, which a
+    stream spread over the modules cannot show."""
+    for i in range(addresses.size):
+        yield stage(op(addresses[i : i + 1], spec.size, spec.outstanding))
 
 
 def core_bound(stream: MemStream, spec: StreamSpec, requester: str) -> MemStream:
@@ -515,7 +544,7 @@ def report(result: dict) -> int:
     for stream in result["streams"]:
         print(
             f"{stream['op']:5s} {stream['pattern']:4s} {stream['size']:6d} B x "
-            f"{stream['outstanding']:4d} in flight: {stream['bandwidth_gbps']:.3f} GB/s, "
+            f"{stream['outstanding']:4g} in flight: {stream['bandwidth_gbps']:.3f} GB/s, "
             f"loaded latency {stream['loaded_latency_ns']:.1f} ns"
         )
     total = result["total_bandwidth_gbps"]

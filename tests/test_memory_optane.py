@@ -236,3 +236,59 @@ def test_only_a_thread_is_present_per_request_in_flight():
     assert spans(1, 4096, 1.0, 768) == 1  # a request deeper than the fill buffers
     assert spans(3, 256, 0.0, 768) == 1  # a sequential run stays on one unit
     assert spans(float("inf"), 256, 1.0, 768) == 1
+
+
+def _product_form(rate_at, threads: int, stations: int) -> float:
+    """Throughput of a closed network of ``threads`` customers visiting ``stations``
+    identical load-dependent stations at random (product form, convolution): an
+    independent reference for threads that sit on one DIMM per request."""
+    factors = [1.0]
+    for n in range(1, threads + 1):
+        factors.append(factors[-1] * (1.0 / stations) / rate_at(n))
+    total = np.array([1.0] + [0.0] * threads)
+    for _ in range(stations):
+        total = np.convolve(total, factors)[: threads + 1]
+    return float(total[threads - 1] / total[threads])
+
+
+def test_a_thread_reads_a_block_with_its_lines_in_flight(tmp_path):
+    """One thread's 4 KiB reads: RUN_THREAD_BYTES in flight, a read latency per group of
+    lines, then the last line's tail: not the block streamed at media speed."""
+    from configs.microbench import RUN_THREAD_BYTES
+
+    optane = Pmem.optane()
+    latency = optane.read_latency / TICKS_PER_SECOND
+    service = optane.access_unit / optane.ctrl_read_bandwidth
+    block = (4096 / RUN_THREAD_BYTES - 1) * latency + latency - service
+    got = _threads_bandwidth(
+        tmp_path, "r1", "--controllers", "6", "--op", "read", "--size", "4096",
+        "--threads", "1", "--requests", "100",
+    )  # fmt: skip
+    assert got == pytest.approx(4096 / block / 1e9, rel=0.02)
+
+
+@pytest.mark.parametrize("threads", [8, 24])
+def test_threads_reading_blocks_pile_up_on_the_slowest_dimm(tmp_path, threads):
+    """Threads reading 4 KiB blocks on six DIMMs, each on one DIMM per block: the
+    closed network of the model's own one-DIMM curve predicts their throughput, well
+    below what the same threads spread evenly over the DIMMs would get."""
+    from configs.microbench import RUN_THREAD_BYTES
+
+    optane = Pmem.optane()
+    per_thread = RUN_THREAD_BYTES / (optane.read_latency / TICKS_PER_SECOND)
+    weight = RUN_THREAD_BYTES / optane.thread_bytes
+
+    def dimm(n: int) -> float:
+        excess = max(n * weight - optane.read_thrash_onset, 0.0)
+        return min(
+            n * per_thread, optane.ctrl_read_bandwidth / (1 + optane.read_thrash_slope * excess)
+        )
+
+    expected = _product_form(dimm, threads, 6) / 1e9
+    spread = 6 * dimm(threads / 6) / 1e9
+    got = _threads_bandwidth(
+        tmp_path, "r", "--controllers", "6", "--op", "read", "--size", "4096",
+        "--threads", str(threads), "--requests", "100",
+    )  # fmt: skip
+    assert got == pytest.approx(expected, rel=0.1)
+    assert got < 0.8 * spread

@@ -70,7 +70,7 @@ class IssuedStream:
     kind: str  # "read" or "write"
     addresses: np.ndarray
     size: int
-    outstanding: int | None
+    outstanding: float | None
 
 
 class MemoryController(SimObject):
@@ -216,7 +216,7 @@ class MemoryDevice(SimObject):
         self,
         addresses: np.ndarray,
         size: int,
-        outstanding: int | None = None,
+        outstanding: float | None = None,
         *,
         distinct: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> MemStream:
@@ -253,6 +253,9 @@ class MemoryDevice(SimObject):
         )
         gates, stalls = self._raw_gates(digest.line, view, draining)
         latency = self._read_latency(addr, size, int(hits.sum()))
+        # a window under one request waits a media read per group of lines, not the
+        # request's serial media time (its lines in flight overlap)
+        bound = latency if window >= 1 else self.read_latency
         requested = digest.requested
         _add_per_controller(
             ctrls,
@@ -271,15 +274,17 @@ class MemoryDevice(SimObject):
             self,
             self.by_resource(need_c),
             self.by_resource(media_c),
-            self._window_ticks(addr.size, latency, window),
+            self._window_ticks(addr.size, bound, window),
             max(math.floor(self.read_latency - service), 0),
             int(addr.size),
             gates,
             turn=self._turn(need_c, reqs),
-            load=self._load("read", addr, size, window, latency),
+            load=self._load("read", addr, size, window, bound),
         )
 
-    def write(self, addresses: np.ndarray, size: int, outstanding: int | None = None) -> MemStream:
+    def write(
+        self, addresses: np.ndarray, size: int, outstanding: float | None = None
+    ) -> MemStream:
         """The needs of a stream of posted writes, and its acceptance/drain bookkeeping."""
         addr, window, span = self._check(addresses, size, outstanding)
         self._controllers()
@@ -489,7 +494,7 @@ class MemoryDevice(SimObject):
         unit = self.access_unit
         return writes_c * unit / self.ctrl_write_bandwidth + rmw_c * unit / self.ctrl_read_bandwidth
 
-    def _issued(self, kind: str, addr: np.ndarray, size: int, outstanding: int | None) -> None:
+    def _issued(self, kind: str, addr: np.ndarray, size: int, outstanding: float | None) -> None:
         for listener in self.stream_listeners:
             listener(IssuedStream(kind, addr, size, outstanding))
 
@@ -582,11 +587,17 @@ class MemoryDevice(SimObject):
 
     @staticmethod
     def _window_ticks(requests: int, latency: int, window: float) -> float:
-        """The requester's bound: ``window`` requests in flight per latency."""
-        return (requests - 1) * latency / window if math.isfinite(window) else 0.0
+        """The requester's bound: ``window`` requests in flight per latency. A window
+        under one request (a thread whose fill buffers hold part of a large request)
+        takes each request in ``1 / window`` groups of lines, one latency each."""
+        if not math.isfinite(window):
+            return 0.0
+        if window < 1:
+            return (requests / window - 1) * latency
+        return (requests - 1) * latency / window
 
     def _check(
-        self, addresses: np.ndarray, size: int, outstanding: int | None
+        self, addresses: np.ndarray, size: int, outstanding: float | None
     ) -> tuple[np.ndarray, float, tuple[int, int]]:
         """The stream's addresses as int64, the requester's window and the first and
         last line the stream touches; refuses what no device could serve."""
@@ -605,8 +616,8 @@ class MemoryDevice(SimObject):
                 f"{self.path}.interleave: {self.interleave} B is not a multiple of "
                 f"access_unit {self.access_unit} B"
             )
-        if outstanding is not None and outstanding < 1:
-            raise ValueError(f"{self.path}: outstanding must be >= 1, got {outstanding}")
+        if outstanding is not None and not outstanding > 0:
+            raise ValueError(f"{self.path}: outstanding must be > 0, got {outstanding}")
         return addr, float(outstanding) if outstanding else math.inf, span
 
     @property
