@@ -54,7 +54,7 @@ import numpy as np  # noqa: E402
 from components.interconnect.cxl import CxlLink, CxlPath, mem_read, mem_write  # noqa: E402
 from components.memory import Dram, MemoryDevice, Pmem, Ssd  # noqa: E402
 from components.memory.cxl_expander import CxlMemoryExpander, remote_ddr5  # noqa: E402
-from components.memory.stages import MemStream, add_needs, stage  # noqa: E402
+from components.memory.stages import MemStream, add_needs, owned_by, stage  # noqa: E402
 from components.sim.engine import Engine  # noqa: E402
 from components.sim.mpl import check_backend  # noqa: E402
 from components.sim.outputs import replacing_dir  # noqa: E402
@@ -280,8 +280,8 @@ def thread_window(spec: StreamSpec, in_flight: int) -> float:
     size; a read larger than they hold is a share of one request (``RUN_THREAD_BYTES``
     of it), which a write is not (its stores are posted: the core's store rate bounds
     it, ``core_bound``)."""
-    if spec.size > in_flight and spec.op == "read":
-        return RUN_THREAD_BYTES / spec.size
+    if spec.size > in_flight:
+        return (RUN_THREAD_BYTES if spec.op == "read" else in_flight) / spec.size
     return max(in_flight // spec.size, 1)
 
 
@@ -321,7 +321,7 @@ class Target(SimObject):
         op = device.read if spec.op == "read" else device.write
         if not hasattr(self, "link"):
             if spec.outstanding < 1:
-                return lambda now: one_at_a_time(op, addresses, spec)
+                return lambda now: one_at_a_time(op, addresses, spec, requester)
             return lambda now: stage(
                 core_bound(op(addresses, spec.size, spec.outstanding), spec, requester)
             )
@@ -343,13 +343,14 @@ class Target(SimObject):
         return over_cxl
 
 
-def one_at_a_time(op, addresses: np.ndarray, spec: StreamSpec) -> Iterator[Stage]:
+def one_at_a_time(op, addresses: np.ndarray, spec: StreamSpec, requester: str) -> Iterator[Stage]:
     """A thread that keeps part of one request in flight: a stage per request, so the
     thread is on one module for a whole request, as a LATTester thread reading a 4 KiB
     block is on one DIMM. Threads then pile up on whichever module is slowest, which a
     stream spread over the modules cannot show."""
     for i in range(addresses.size):
-        yield stage(op(addresses[i : i + 1], spec.size, spec.outstanding))
+        request = owned_by(op(addresses[i : i + 1], spec.size, spec.outstanding), requester)
+        yield stage(core_bound(request, spec, requester))
 
 
 def core_bound(stream: MemStream, spec: StreamSpec, requester: str) -> MemStream:

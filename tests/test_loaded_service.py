@@ -110,3 +110,40 @@ def test_symmetric_readers_settle_on_the_queueing_fixed_point(readers, demand):
     ]
     run(flows)
     assert max(f.end for f in flows) == pytest.approx(1 / low, rel=1e-3)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 3), st.floats(0.0, 1.0), st.floats(0.5, 8.0), st.integers(0, 2)),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_a_named_requester_counts_once_where_any_of_its_flows_is(entries):
+    """Pressure with owners: each (owner, resource) counts the owner's requesters times
+    the chance that any of its flows is there; unnamed flows count as before."""
+    import numpy as np
+
+    from components.sim.loaded import _owned_pressure
+
+    owners = [f"t{o}" if o else "" for o, _, _, _ in entries]
+    loads = [
+        FlowLoad(req, 0.0, 0.0, 0.0, 0.0, frozenset("r"), owner=name)
+        for (_, _, req, _), name in zip(entries, owners, strict=True)
+    ]
+    entry_flow = np.arange(len(entries))
+    entry_res = np.array([res for _, _, _, res in entries])
+    present = np.array([p for _, p, _, _ in entries])
+    requesters = np.array([req for _, _, req, _ in entries])
+    got = _owned_pressure(loads, entry_flow, entry_res, present, requesters, 3)
+    expected = np.zeros(3)
+    groups: dict = {}
+    for i, (name, res) in enumerate(zip(owners, entry_res, strict=True)):
+        key = (name, res) if name else (i, res)
+        groups.setdefault(key, []).append(i)
+    for (_, res), members in groups.items():
+        absent = np.prod([1 - present[i] for i in members])
+        weight = max((requesters[i] for i in members if present[i] > 0), default=0.0)
+        expected[res] += (1 - absent) * weight
+    assert got == pytest.approx(expected, abs=1e-9)

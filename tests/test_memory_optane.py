@@ -292,3 +292,21 @@ def test_threads_reading_blocks_pile_up_on_the_slowest_dimm(tmp_path, threads):
     )  # fmt: skip
     assert got == pytest.approx(expected, rel=0.1)
     assert got < 0.8 * spread
+
+
+@pytest.mark.parametrize("threads", [1, 8, 24])
+def test_a_thread_writing_blocks_is_one_requester_on_one_dimm(tmp_path, threads):
+    """4 KiB ntstores on one DIMM, a block per stage: a thread and the drains of its
+    earlier blocks count once (1 thread: the media rate, not thrashing against its own
+    drains), 8 threads thrash as 8 requesters, 24 threads reach the block-write cap."""
+    optane = Pmem.optane()
+    factor = 1 + optane.write_thrash_slope * max(threads - optane.write_thrash_onset, 0)
+    factor = min(factor, optane.block_write_thrash_cap)
+    written = threads * 100 * 4096
+    held = optane.write_queue * optane.access_unit  # accepted, drained after the end
+    seconds = (written - held) / (optane.ctrl_write_bandwidth / factor)
+    got = _threads_bandwidth(
+        tmp_path, "w", "--controllers", "1", "--op", "write", "--size", "4096",
+        "--threads", str(threads), "--requests", "100",
+    )  # fmt: skip
+    assert got == pytest.approx(written / seconds / 1e9, rel=0.03)

@@ -19,6 +19,7 @@ and loaded-latency experiments are its validation (docs/validation.md).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -154,6 +155,15 @@ class Pmem(MemoryDevice):
         low=0.0,
         unit="1/requester",
     )
+    block_write_thrash_cap = Float(
+        0.0,
+        "largest write-thrash slowdown of a request of several XPLines (a block's full "
+        "lines combine among themselves); 0: no cap",
+        f"fit: {_STUDY} data/bandwidth.csv, RandBW NTStore, 1 DIMM, 4096 B: 1.08 GB/s at 12 "
+        "threads, 0.92 at 24 (2.3 / 0.92 = 2.5), where 256 B writes fall to 0.61",
+        low=0.0,
+        unit="ratio",
+    )
     queueing = Bool(
         False,
         "reads wait behind other requesters' load: M/D/1 with one XPLine read as service",
@@ -189,13 +199,14 @@ class Pmem(MemoryDevice):
         onset = self.read_thrash_onset if reading else self.write_thrash_onset
         line_read = self.access_unit * TICKS_PER_SECOND / self.ctrl_read_bandwidth
         scattered = 1.0 - self._in_runs(addr, size) / max(int(addr.size), 1)
+        capped = not reading and size > self.access_unit and self.block_write_thrash_cap
         return stream_load(
             self.resource_names(),
             window,
             size,
             scattered,
             self.thread_bytes,
-            (onset, slope),
+            (onset, slope, self.block_write_thrash_cap if capped else math.inf),
             latency,
             line_read if queues else 0.0,
         )
@@ -240,6 +251,7 @@ OPTANE: Mapping[str, Any] = {
     "read_thrash_slope": 0.059,
     "write_thrash_onset": 4.45,
     "write_thrash_slope": 0.14,
+    "block_write_thrash_cap": 2.5,
     "queueing": True,
     "rmw_overlap": True,
 }

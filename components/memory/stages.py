@@ -5,7 +5,7 @@ end the flow network decides next to everything else running."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import numpy as np
@@ -47,6 +47,18 @@ class MemStream:
     turn: float | None = None  # media time per request, under ``requests`` arbitration
     idle_needs: dict[str, float] | None = None  # needs with an empty WPQ, where they differ
     load: FlowLoad | None = None  # load-dependent service (components/sim/loaded.py)
+
+
+def owned_by(stream: MemStream, owner: str) -> MemStream:
+    """The stream as one requester's: its load, and the drains of its posted writes,
+    count that requester once on a resource however many of them are there
+    (components/sim/loaded.py)."""
+    if stream.load is None:
+        return stream
+    for write in stream.writes:
+        if write.drain.load is not None:
+            write.drain.load = replace(write.drain.load, owner=owner)
+    return replace(stream, load=replace(stream.load, owner=owner))
 
 
 def write_range(

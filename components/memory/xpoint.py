@@ -60,14 +60,14 @@ def stream_load(
     size: int,
     scattered: float,
     thread_bytes: int,
-    curve: tuple[float, float],
+    curve: tuple[float, float, float],
     latency: float,
     service: float,
 ) -> FlowLoad:
     """The FlowLoad of one stream: its requesters (``scattered``: the share of its
-    requests that start a new run), its kind's thrashing curve (onset, slope), its idle
+    requests that start a new run), its kind's thrashing curve (onset, slope, cap), its idle
     mean latency and the service time its requests queue behind."""
-    onset, slope = curve
+    onset, slope, cap = curve
     return FlowLoad(
         requesters(window, size, scattered, thread_bytes),
         onset,
@@ -76,4 +76,5 @@ def stream_load(
         float(service),
         frozenset(resources),
         spans(window, size, scattered, thread_bytes),
+        cap=cap,
     )

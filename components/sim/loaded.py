@@ -20,8 +20,8 @@ Two terms, both recomputed whenever the active set changes:
   writes has writes pending on up to three interleaved DIMMs at once, and each DIMM
   sees the interleaved lines of that many more threads (docs/calibration.md). ``spans``
   1 is the plain spread in proportion to the needs. A flow's work on a resource under
-  pressure K takes ``1 + slope * max(K - onset, 0)`` times its idle media time (its
-  curve); the resource's slowdown is that factor averaged over the work it holds
+  pressure K takes ``min(1 + slope * max(K - onset, 0), cap)`` times its idle media time
+  (its curve); the resource's slowdown is that factor averaged over the work it holds
   (flows without a curve count 1).
 - **Queueing.** A request of a window-bound flow waits behind the requests of every other
   requester at the resource: M/D/1 (Pollaczek-Khinchine, deterministic service) at the
@@ -59,6 +59,8 @@ class FlowLoad:
     service: float  # ticks: service time a request queues behind (0: no queueing)
     resources: frozenset[str]  # the resources whose service depends on the load
     spans: float = 1.0  # requests one requester keeps in flight on distinct resources
+    owner: str = ""  # the requester whose flows these are ("": the flow's own)
+    cap: float = float("inf")  # the largest slowdown thrashing gives the flow's work
 
 
 def solve(state, fill: Callable) -> tuple[np.ndarray, np.ndarray]:
@@ -71,21 +73,24 @@ def solve(state, fill: Callable) -> tuple[np.ndarray, np.ndarray]:
     loaded = np.concatenate([_mask(flow) for flow in state.flows] or [np.zeros(0, bool)])
     field = np.array(
         [
-            (ld.requesters, ld.onset, ld.slope, ld.latency, ld.service, ld.spans)
+            (ld.requesters, ld.onset, ld.slope, ld.latency, ld.service, ld.spans, ld.cap)
             if ld is not None
-            else (0.0,) * 5 + (1.0,)
+            else (0.0,) * 5 + (1.0, np.inf)
             for ld in loads
         ],
         dtype=float,
-    ).reshape(-1, 6)
-    requesters, onset, slope, latency, service, spans = field.T
+    ).reshape(-1, 7)
+    requesters, onset, slope, latency, service, spans, cap = field.T
     width, count = len(names), len(state.flows)
     spread = np.bincount(entry_flow, weights=np.where(loaded, state.need, 0.0), minlength=count)
     share = np.divide(state.need, spread[entry_flow], out=np.zeros_like(state.need), where=loaded)
     present = 1.0 - (1.0 - share) ** spans[entry_flow]
-    pressure = np.bincount(entry_res, weights=present * requesters[entry_flow], minlength=width)
+    if any(ld is not None and ld.owner for ld in loads):
+        pressure = _owned_pressure(loads, entry_flow, entry_res, present, requesters, width)
+    else:
+        pressure = np.bincount(entry_res, weights=present * requesters[entry_flow], minlength=width)
     excess = np.maximum(pressure[entry_res] - onset[entry_flow], 0.0)
-    factor = np.where(loaded, 1.0 + slope[entry_flow] * excess, 1.0)
+    factor = np.where(loaded, np.minimum(1.0 + slope[entry_flow] * excess, cap[entry_flow]), 1.0)
     held = np.bincount(entry_res, weights=state.need, minlength=width)
     slowed = np.bincount(entry_res, weights=state.need * factor, minlength=width)
     slowdown = np.divide(slowed, held, out=np.ones(width), where=held > 0)
@@ -126,6 +131,29 @@ def solve(state, fill: Callable) -> tuple[np.ndarray, np.ndarray]:
         shaped.min_ticks = shaped.min_ticks + step * residual
         rate, bottleneck = fill(shaped)
     return rate, bottleneck
+
+
+def _owned_pressure(loads, entry_flow, entry_res, present, requesters, width) -> np.ndarray:
+    """Pressure where flows name their requester: a requester's flows on a resource (a
+    thread's request and the drains of its earlier posted writes) make it present there
+    once, with the probability that any of them is, not once per flow."""
+    names: dict[str, int] = {}
+    owner = np.array(
+        [
+            names.setdefault(ld.owner, len(names)) if ld is not None and ld.owner else -1
+            for ld in loads
+        ],
+        dtype=np.int64,
+    )
+    solo = owner < 0
+    owner[solo] = len(names) + np.flatnonzero(solo)  # an unnamed flow is its own
+    group = owner[entry_flow] * width + entry_res
+    keys, index = np.unique(group, return_inverse=True)
+    with np.errstate(divide="ignore"):
+        absent = np.bincount(index, weights=np.log1p(-present), minlength=keys.size)
+    weight = np.zeros(keys.size)
+    np.maximum.at(weight, index, np.where(present > 0, requesters[entry_flow], 0.0))
+    return np.bincount(keys % width, weights=-np.expm1(absent) * weight, minlength=width)
 
 
 def _mask(flow) -> np.ndarray:
