@@ -84,7 +84,8 @@ def solve(state, fill: Callable) -> tuple[np.ndarray, np.ndarray]:
     width, count = len(names), len(state.flows)
     spread = np.bincount(entry_flow, weights=np.where(loaded, state.need, 0.0), minlength=count)
     share = np.divide(state.need, spread[entry_flow], out=np.zeros_like(state.need), where=loaded)
-    present = 1.0 - (1.0 - share) ** spans[entry_flow]
+    reach = spans[entry_flow]
+    present = np.where(reach == 1.0, share, 1.0 - (1.0 - share) ** reach)
     if any(ld is not None and ld.owner for ld in loads):
         pressure = _owned_pressure(loads, entry_flow, entry_res, present, requesters, width)
     else:
