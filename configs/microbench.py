@@ -18,9 +18,9 @@ run for 1, 2, 4, ... requests in flight and plots loaded latency against bandwid
 (loaded_latency.png). ``--threads N`` runs every stream as N requesters, each one thread
 of the published Optane studies (LATTester, Yang et al. FAST'20): its own address range,
 ``--requests`` requests, and as many in flight as a core's fill buffers hold (the PMEM's
-``thread_bytes`` over the request size; a read larger than they hold is a share of one
-request, one request at a time); a writing thread is also bound by its core's store
-rate (``THREAD_STORE_BANDWIDTH``). ``cxl-pmem`` is the PMEM behind
+``thread_bytes`` over the request size; a request larger than they hold is a share of
+one, one request at a time, except behind a CXL link); a writing thread is also bound
+by its core's store rate (``THREAD_STORE_BANDWIDTH``). ``cxl-pmem`` is the PMEM behind
 a direct CXL link (CXL.mem requests and responses cross it). ``cxl-mem-<preset>`` is a
 CXL memory expander (DDR5 behind a CXL controller and its link,
 components/memory/cxl_expander.py), ``ddr5-r`` a DDR5-4800 channel on the other socket,
@@ -268,19 +268,20 @@ def threaded(specs: list[StreamSpec], args: argparse.Namespace) -> list[StreamSp
     if args.load_sweep:
         raise UsageError("--threads: sets each thread's window; give it without --load-sweep")
     in_flight = getattr(DEVICES[args.device](), "thread_bytes", THREAD_BYTES)
+    linked = args.device == "cxl-pmem" or args.device in EXPANDERS
     return [
-        StreamSpec(s.op, s.pattern, s.size, thread_window(s, in_flight), s.requests, True)
+        StreamSpec(s.op, s.pattern, s.size, thread_window(s, in_flight, linked), s.requests, True)
         for s in specs
         for _ in range(count)
     ]
 
 
-def thread_window(spec: StreamSpec, in_flight: int) -> float:
+def thread_window(spec: StreamSpec, in_flight: int, linked: bool) -> float:
     """Requests one thread keeps in flight: its fill buffers' bytes over the request
-    size; a read larger than they hold is a share of one request (``RUN_THREAD_BYTES``
-    of it), which a write is not (its stores are posted: the core's store rate bounds
-    it, ``core_bound``)."""
-    if spec.size > in_flight:
+    size. A request larger than they hold is a share of one request, ``RUN_THREAD_BYTES``
+    of a read (demand loads and the prefetcher's lines ahead), the fill buffers' bytes
+    of a write, except behind a CXL link, whose line window counts whole requests."""
+    if spec.size > in_flight and not linked:
         return (RUN_THREAD_BYTES if spec.op == "read" else in_flight) / spec.size
     return max(in_flight // spec.size, 1)
 

@@ -217,3 +217,21 @@ def test_other_system_errors_are_not_taken_for_stops():
 
     with pytest.raises(SystemError, match="a real bug"):
         cli.run_main("prog", main)
+
+
+def test_a_stop_inside_numba_waits_for_its_code_to_return():
+    """Ctrl-C while numba's own Python code runs (loading a compiled function from its
+    cache, boxing a tuple result) is held: raised there it left a function or a tuple
+    half-built, and the next use crashed the process (SIGSEGV, no error line)."""
+
+    def frame_of(module: str):
+        scope = {"__name__": module, "sys": sys}
+        exec("def here():\n    return sys._getframe()\n", scope)
+        return scope["here"]()
+
+    with cli.raising_on(signal.SIGINT):
+        cli._raise_stop(signal.SIGINT, frame_of("numba.core.dispatcher"))  # held
+        with pytest.raises(KeyboardInterrupt):
+            cli.raise_received()
+    with cli.raising_on(signal.SIGINT), pytest.raises(KeyboardInterrupt):
+        cli._raise_stop(signal.SIGINT, frame_of("workloads.inputs"))

@@ -310,3 +310,15 @@ def test_a_thread_writing_blocks_is_one_requester_on_one_dimm(tmp_path, threads)
         "--threads", str(threads), "--requests", "100",
     )  # fmt: skip
     assert got == pytest.approx(written / seconds / 1e9, rel=0.03)
+
+
+@pytest.mark.parametrize("device", ["cxl-pmem", "cxl-mem-asic"])
+@pytest.mark.parametrize("op", ["read", "write"])
+def test_a_thread_behind_a_cxl_link_keeps_whole_requests(tmp_path, device, op):
+    proc = _cli(
+        tmp_path, "configs/microbench.py", "--device", device, "--op", op, "--size", "4096",
+        "--threads", "2", "--requests", "50", "--outdir", str(tmp_path / "out"),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert [s["outstanding"] for s in result["streams"]] == [1, 1]

@@ -77,7 +77,18 @@ _received: list[type[BaseException]] = []
 
 def _raise_stop(signum, frame) -> None:
     _received.append(STOPS[signum])
+    if _within_numba(frame):
+        return  # raised by the next raise_received, once numba's own code has returned
     raise STOPS[signum]
+
+
+def _within_numba(frame) -> bool:
+    """Whether the signal arrived while numba's own Python code ran (compiling, loading
+    from its cache, boxing a compiled function's results). An exception raised there
+    leaves a half-built function or a result tuple with a missing item, and the next use
+    crashes the process, so the stop waits for ``raise_received``."""
+    name = frame.f_globals.get("__name__", "") if frame is not None else ""
+    return name == "numba" or name.startswith("numba.")
 
 
 def raise_received() -> None:
