@@ -231,7 +231,11 @@ def test_a_stop_inside_numba_waits_for_its_code_to_return():
 
     with cli.raising_on(signal.SIGINT):
         cli._raise_stop(signal.SIGINT, frame_of("numba.core.dispatcher"))  # held
-        with pytest.raises(KeyboardInterrupt):
-            cli.raise_received()
+        assert signal.getitimer(signal.ITIMER_REAL)[0] > 0  # and tried again shortly
+        cli._raise_held(signal.SIGALRM, frame_of("numba.core.caching"))  # still inside
+        with pytest.raises(KeyboardInterrupt):  # outside numba now
+            cli._raise_held(signal.SIGALRM, frame_of("workloads.inputs"))
+    assert signal.getitimer(signal.ITIMER_REAL)[0] == 0
+    assert signal.getsignal(signal.SIGALRM) is not cli._raise_held
     with cli.raising_on(signal.SIGINT), pytest.raises(KeyboardInterrupt):
         cli._raise_stop(signal.SIGINT, frame_of("workloads.inputs"))

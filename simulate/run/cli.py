@@ -75,18 +75,31 @@ STOPS: dict[int, type[BaseException]] = {
 _received: list[type[BaseException]] = []
 
 
+RETRY_SECONDS = 0.01
+"""How soon a stop held back inside numba's code is tried again."""
+
+
 def _raise_stop(signum, frame) -> None:
     _received.append(STOPS[signum])
+    _raise_held(signal.SIGALRM, frame)
+
+
+def _raise_held(signum, frame) -> None:
+    """Raise the stop received, unless numba's own code runs: then try again shortly."""
+    if not _received:
+        return
     if _within_numba(frame):
-        return  # raised by the next raise_received, once numba's own code has returned
-    raise STOPS[signum]
+        signal.signal(signal.SIGALRM, _raise_held)
+        signal.setitimer(signal.ITIMER_REAL, RETRY_SECONDS)
+        return
+    raise _received[-1]
 
 
 def _within_numba(frame) -> bool:
-    """Whether the signal arrived while numba's own Python code ran (compiling, loading
-    from its cache, boxing a compiled function's results). An exception raised there
-    leaves a half-built function or a result tuple with a missing item, and the next use
-    crashes the process, so the stop waits for ``raise_received``."""
+    """Whether the main thread is in numba's own Python code (compiling, loading from
+    its cache, boxing a compiled function's results). An exception raised there leaves
+    a half-built function or a result tuple with a missing item, and the next use
+    crashes the process, so the stop waits until that code has returned."""
     name = frame.f_globals.get("__name__", "") if frame is not None else ""
     return name == "numba" or name.startswith("numba.")
 
@@ -101,6 +114,8 @@ def raise_received() -> None:
     and entry points call it once their work returns.
     """
     if _received:
+        if signal.getsignal(signal.SIGALRM) is _raise_held:  # raised here, not again
+            signal.setitimer(signal.ITIMER_REAL, 0)
         raise _received[0]
 
 
@@ -111,6 +126,7 @@ def raising_on(*signums: int):
     one that a finalizer drops prints nothing (the entry point prints the one line)."""
     _received.clear()
     previous = {signum: _install(signum, _raise_stop) for signum in signums}
+    retry = signal.getsignal(signal.SIGALRM)
     previous_hook = sys.unraisablehook
 
     def quiet_about_stops(unraisable) -> None:
@@ -123,6 +139,9 @@ def raising_on(*signums: int):
         yield
     finally:
         _received.clear()
+        if signal.getsignal(signal.SIGALRM) is _raise_held:  # a stop was held back
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            _install(signal.SIGALRM, retry)
         sys.unraisablehook = previous_hook
         for signum, handler in previous.items():
             _install(signum, handler)
