@@ -143,7 +143,7 @@ class StreamSpec:
     op: str
     pattern: str
     size: int
-    outstanding: float  # a thread's read of a request larger than its fill buffers: < 1
+    outstanding: float  # under 1: a thread whose request is larger than its fill buffers
     requests: int
     thread: bool = False  # a requester thread (--threads): its core's store rate bounds it
 
