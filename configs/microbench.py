@@ -36,7 +36,7 @@ import functools
 import json
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 try:
@@ -54,7 +54,7 @@ import numpy as np  # noqa: E402
 from components.interconnect.cxl import CxlLink, CxlPath, mem_read, mem_write  # noqa: E402
 from components.memory import Dram, MemoryDevice, Pmem, Ssd  # noqa: E402
 from components.memory.cxl_expander import CxlMemoryExpander, remote_ddr5  # noqa: E402
-from components.memory.stages import MemStream, add_needs, owned_by, stage  # noqa: E402
+from components.memory.stages import MemStream, owned_by, stage, with_needs  # noqa: E402
 from components.sim.engine import Engine  # noqa: E402
 from components.sim.mpl import check_backend  # noqa: E402
 from components.sim.outputs import replacing_dir  # noqa: E402
@@ -361,13 +361,7 @@ def core_bound(stream: MemStream, spec: StreamSpec, requester: str) -> MemStream
     if not (spec.thread and spec.op == "write" and stream.requests):
         return stream
     busy = stream.requests * spec.size * TICKS_PER_SECOND / THREAD_STORE_BANDWIDTH
-    core = {f"{requester}.core.store": busy}
-    idle = stream.idle_needs
-    return replace(
-        stream,
-        needs=add_needs([stream.needs, core]),
-        idle_needs=add_needs([idle, core]) if idle is not None else None,
-    )
+    return with_needs(stream, {f"{requester}.core.store": busy})
 
 
 def addresses(spec: StreamSpec, span: int, base: int, rng: np.random.Generator) -> np.ndarray:

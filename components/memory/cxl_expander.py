@@ -29,14 +29,13 @@ media on the other socket, one inter-socket hop away, no CXL path).
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from components.interconnect.cxl import HEADER_BITS, LINE_BYTES, CxlLink, CxlPath
 from components.memory.dram import Dram
-from components.memory.stages import MemStream, add_needs
+from components.memory.stages import MemStream, add_needs, with_needs
 from components.sim.params import Bandwidth, ConfigError, Latency
 from components.sim.simobject import SimObject
 from components.sim.units import TICKS_PER_SECOND
@@ -239,11 +238,9 @@ class CxlMemoryExpander(SimObject):
             self.linesWritten += lines
         full = self.idle_read_latency if kind == "read" else self.idle_write_latency
         window = (media.requests - 1) * full / outstanding if outstanding else 0.0
-        idle = media.idle_needs
-        return replace(
+        return with_needs(
             media,
-            needs=add_needs([media.needs, added]),
+            added,
             min_ticks=max(media.min_ticks, window),
             latency=media.latency + self._added(line),
-            idle_needs=add_needs([idle, added]) if idle is not None else None,
         )

@@ -49,6 +49,19 @@ class MemStream:
     load: FlowLoad | None = None  # load-dependent service (components/sim/loaded.py)
 
 
+def with_needs(stream: MemStream, added: dict[str, float], **changes) -> MemStream:
+    """The stream needing ``added`` besides what it needs (a path in front of the
+    device, a requester's own resource), with or without the WPQ's help alike; other
+    fields as ``changes`` give them."""
+    idle = stream.idle_needs
+    return replace(
+        stream,
+        needs=add_needs([stream.needs, added]),
+        idle_needs=add_needs([idle, added]) if idle is not None else None,
+        **changes,
+    )
+
+
 def owned_by(stream: MemStream, owner: str) -> MemStream:
     """The stream as one requester's: its load, and the drains of its posted writes,
     count that requester once on a resource however many of them are there
