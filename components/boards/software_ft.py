@@ -257,11 +257,14 @@ class CprCheckpoint(SoftwareCheckpoint):
         return "mfu" if self.mfu_share < 1 else "ssu" if self.ssu_share < 1 else None
 
     def _track(self, board, demand) -> None:
-        if self.prioritised is None:
-            return
+        if self.prioritised is not None:
+            self.count_lookups(demand.lookup.rows, board.layout.total_rows)
+
+    def count_lookups(self, rows, total_rows: int) -> None:
+        """Count a batch's lookups (flat rows) towards the next checkpoint's choice."""
         if self._uses is None:
-            object.__setattr__(self, "_uses", np.zeros(board.layout.total_rows, np.int64))
-        np.add.at(self._uses, np.asarray(demand.lookup.rows, np.int64), 1)
+            object.__setattr__(self, "_uses", np.zeros(total_rows, np.int64))
+        np.add.at(self._uses, np.asarray(rows, np.int64), 1)
 
     def most_used(self, total_rows: int) -> np.ndarray:
         """The ceil(share x rows) rows looked up most often (ties: lower row first) that
@@ -292,7 +295,7 @@ class CprCheckpoint(SoftwareCheckpoint):
                 rows = None  # a new baseline: recovery would read more than a full one
         if self._uses is not None:
             self._uses[:] = 0
-        stored = (data if rows is None else len(rows) * row_bytes) + mlps
+        stored = self.stored_bytes(rows, data, row_bytes, mlps)
         if rows is None:
             object.__setattr__(self, "_full", stored)
             object.__setattr__(self, "_since_full", 0)
@@ -300,11 +303,16 @@ class CprCheckpoint(SoftwareCheckpoint):
             object.__setattr__(self, "_since_full", self._since_full + stored)
         return rows
 
+    @staticmethod
+    def stored_bytes(rows: np.ndarray | None, data: int, row_bytes: int, mlps: int) -> int:
+        """What a checkpoint of ``rows`` (None: all ``data``) and the MLPs stores."""
+        return (data if rows is None else len(rows) * row_bytes) + mlps
+
     def take(self, board, ops: BatchOps, prev: BatchOps | None) -> list[Op]:
         n, data = ops.batch, board.layout.regions()["data"][1]
         row_bytes, mlps = board.layout.row_bytes, ops.demand.mlp_param_bytes
         rows = self.choose(data, row_bytes, mlps, len(self.taken))
-        stored = (data if rows is None else len(rows) * row_bytes) + mlps
+        stored = self.stored_bytes(rows, data, row_bytes, mlps)
         self.checkpoints += 1
         self.checkpointRows += data // row_bytes if rows is None else len(rows)
 

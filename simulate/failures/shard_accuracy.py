@@ -40,22 +40,23 @@ def shard_rows(options: RunOptions, shards: int, node: int) -> np.ndarray:
 
 
 def prioritised_policy(options: RunOptions, prioritised: tuple[str, float] | None):
-    """The CprCheckpoint choosing a prioritised checkpoint's rows, and the lookups of
-    each batch (flat rows) it counts; None without prioritised checkpoints."""
+    """The CprCheckpoint choosing a prioritised checkpoint's rows, the call that counts
+    batch n's lookups towards it, and a row's bytes; None without prioritised
+    checkpoints."""
     if prioritised is None:
         return None
     kind, share = prioritised
     policy = CprCheckpoint(**{f"{kind}_share": share})
     object.__setattr__(policy, "seed", options.seed)
     spec, batch_size = resolve_functional(options)
-    object.__setattr__(policy, "_uses", np.zeros(spec.total_rows, np.int64))
     generator = input_generator(options, spec, batch_size)
 
-    def lookups(n: int) -> np.ndarray:
+    def count(n: int) -> None:
         prev = generator.batch(n - 1) if n else None
-        return np.asarray(build_demand(spec, generator.batch(n), n, prev).lookup.rows, np.int64)
+        rows = build_demand(spec, generator.batch(n), n, prev).lookup.rows
+        policy.count_lookups(rows, spec.total_rows)
 
-    return policy, lookups, spec.embedding_dim * 4
+    return policy, count, spec.embedding_dim * 4
 
 
 def partial_recovery_run(
@@ -77,7 +78,7 @@ def partial_recovery_run(
             saved = (-1, stretch.initial_state().table.copy())
         for b in range(start, end):
             if chooser is not None:
-                np.add.at(chooser[0]._uses, chooser[1](b), 1)
+                chooser[1](b)
             if (b + 1) % interval:
                 continue
             table = history.table_after(b)
