@@ -58,6 +58,15 @@ def load_points(path: Path = POINTS) -> list[dict]:
         ]
 
 
+def role(dimms: int) -> str:
+    """The one-DIMM sweeps calibrated the model; the six-DIMM ones validate it."""
+    return "calibration" if dimms == 1 else "validation"
+
+
+def dimms_text(dimms: int) -> str:
+    return f"{dimms} DIMM{'s' if dimms > 1 else ''}"
+
+
 def command(point: dict) -> tuple[str, ...]:
     return (
         "configs/microbench.py", "--device", "pmem", "--optane",
@@ -77,7 +86,7 @@ def simulate(points: list[dict], runner=run_command) -> list[dict]:
                 **point,
                 "simulated_gbps": round(simulated, 3),
                 "ratio": round(simulated / point["measured_gbps"], 3),
-                "role": "calibration" if point["dimms"] == 1 else "validation",
+                "role": role(point["dimms"]),
             }
         )
     return done
@@ -93,7 +102,7 @@ def summary(results: list[dict]) -> list[str]:
         inside = sum(abs(r["ratio"] - 1) <= BAND for r in rows)
         worst = max(rows, key=lambda r: abs(math.log(r["ratio"])))
         lines.append(
-            f"{dimms} DIMM{'s' if dimms > 1 else ''} {op} {size} B: {inside}/{len(rows)} within "
+            f"{dimms_text(dimms)} {op} {size} B: {inside}/{len(rows)} within "
             f"{BAND:.0%}, worst {worst['ratio']:.2f}x at {worst['threads']} threads"
         )
     return lines
@@ -115,8 +124,7 @@ def plot(results: list[dict], path: Path) -> None:
                 key=lambda r: r["threads"],
             )
             threads = [r["threads"] for r in rows]
-            role = "calibration" if dimms == 1 else "validation"
-            label = f"{dimms} DIMM{'s' if dimms > 1 else ''} ({role})"
+            label = f"{dimms_text(dimms)} ({role(dimms)})"
             ax.plot(threads, [r["measured_gbps"] for r in rows], "o", color=colour,
                     label=f"{label}, measured")  # fmt: skip
             ax.plot(threads, [r["simulated_gbps"] for r in rows], "-", color=colour,
